@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+/* Encoders and the validating decoders for everything a peer sends. */
+#include "xport-wire.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define HELLO_MAGIC 0x49485856u   /* "VXHI" */
+#define WELCOME_MAGIC 0x41485856u /* "VXHA" */
+#define REGION_MAGIC 0x44525856u  /* "VXRD" */
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+void xport_hello_encode(const struct xport_hello *hello,
+			uint8_t out[XPORT_HELLO_SIZE])
+{
+	memset(out, 0, XPORT_HELLO_SIZE);
+	put_le32(out, HELLO_MAGIC);
+	put_le16(out + 4, XPORT_WIRE_VERSION);
+	put_le16(out + 6, hello->channel);
+	put_le16(out + 8, hello->nchannels);
+	put_le32(out + 12, hello->max_msg);
+	put_le32(out + 16, hello->recv_depth);
+	put_le64(out + 20, hello->token);
+}
+
+/*
+ * rdma_cm hands over private data padded with zeros to the transport's
+ * maximum, so a buffer longer than the struct is fine as long as the tail
+ * is zero.
+ */
+static int check_length(const uint8_t *p, size_t len, size_t want)
+{
+	if (!p || len < want)
+		return -EBADMSG;
+	return all_zero(p + want, len - want) ? 0 : -EBADMSG;
+}
+
+int xport_hello_decode(const void *buf, size_t len, struct xport_hello *ret)
+{
+	const uint8_t *p = buf;
+	struct xport_hello h;
+
+	if (check_length(p, len, XPORT_HELLO_SIZE) < 0 || get_le32(p) != HELLO_MAGIC)
+		return -EBADMSG;
+	if (get_le16(p + 4) != XPORT_WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	h.channel = get_le16(p + 6);
+	h.nchannels = get_le16(p + 8);
+	h.max_msg = get_le32(p + 12);
+	h.recv_depth = get_le32(p + 16);
+	h.token = get_le64(p + 20);
+	if (get_le16(p + 10) || !all_zero(p + 28, 4))
+		return -EBADMSG;
+	if (h.nchannels < 1 || h.nchannels > XPORT_MAX_CHANNELS ||
+	    h.channel >= h.nchannels)
+		return -EBADMSG;
+	if (h.max_msg < XPORT_MIN_MSG || h.max_msg > XPORT_MAX_MSG ||
+	    h.recv_depth < 1 || h.recv_depth > XPORT_MAX_DEPTH)
+		return -EBADMSG;
+	*ret = h;
+	return 0;
+}
+
+void xport_welcome_encode(const struct xport_welcome *welcome,
+			  uint8_t out[XPORT_WELCOME_SIZE])
+{
+	memset(out, 0, XPORT_WELCOME_SIZE);
+	put_le32(out, WELCOME_MAGIC);
+	put_le16(out + 4, XPORT_WIRE_VERSION);
+	put_le16(out + 6, welcome->status);
+	put_le32(out + 8, welcome->max_msg);
+}
+
+int xport_welcome_decode(const void *buf, size_t len, struct xport_welcome *ret)
+{
+	const uint8_t *p = buf;
+	struct xport_welcome w;
+
+	if (check_length(p, len, XPORT_WELCOME_SIZE) < 0 ||
+	    get_le32(p) != WELCOME_MAGIC)
+		return -EBADMSG;
+	if (get_le16(p + 4) != XPORT_WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	w.status = get_le16(p + 6);
+	w.max_msg = get_le32(p + 8);
+	if (!all_zero(p + 12, 4))
+		return -EBADMSG;
+	if (w.status == 0 && (w.max_msg < XPORT_MIN_MSG || w.max_msg > XPORT_MAX_MSG))
+		return -EBADMSG;
+	*ret = w;
+	return 0;
+}
+
+void xport_region_encode(const struct xport_region_wire *region,
+			 uint8_t out[XPORT_REGION_DESC_SIZE])
+{
+	memset(out, 0, XPORT_REGION_DESC_SIZE);
+	put_le32(out, REGION_MAGIC);
+	out[4] = XPORT_WIRE_VERSION;
+	out[5] = region->kind;
+	out[6] = region->access;
+	put_le32(out + 8, region->id);
+	put_le32(out + 12, region->key);
+	put_le64(out + 16, region->base);
+	put_le64(out + 24, region->len);
+}
+
+int xport_region_decode(const void *buf, size_t len,
+			struct xport_region_wire *ret)
+{
+	const uint8_t *p = buf;
+	struct xport_region_wire r;
+
+	if (!p || len != XPORT_REGION_DESC_SIZE || get_le32(p) != REGION_MAGIC)
+		return -EBADMSG;
+	if (p[4] != XPORT_WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	r.kind = p[5];
+	r.access = p[6];
+	r.id = get_le32(p + 8);
+	r.key = get_le32(p + 12);
+	r.base = get_le64(p + 16);
+	r.len = get_le64(p + 24);
+	if (p[7] || (r.kind != XPORT_KIND_RDMA && r.kind != XPORT_KIND_TCP))
+		return -EBADMSG;
+	if (!r.access || (r.access & ~(XPORT_ACCESS_REMOTE_WRITE | XPORT_ACCESS_REMOTE_READ)))
+		return -EBADMSG;
+	if (r.len == 0 || r.base + r.len < r.base)
+		return -EBADMSG;
+	*ret = r;
+	return 0;
+}
+
+void xport_frame_encode(const struct xport_frame *frame,
+			uint8_t out[XPORT_FRAME_SIZE])
+{
+	memset(out, 0, XPORT_FRAME_SIZE);
+	out[0] = frame->op;
+	put_le32(out + 4, frame->len);
+	put_le32(out + 8, frame->region);
+	put_le32(out + 12, frame->key);
+	put_le64(out + 16, frame->offset);
+	put_le32(out + 24, frame->tag);
+}
+
+int xport_frame_decode(const void *buf, size_t len, uint32_t max_msg,
+		       struct xport_frame *ret)
+{
+	const uint8_t *p = buf;
+	struct xport_frame f;
+
+	if (!p || len != XPORT_FRAME_SIZE || p[1] || get_le16(p + 2) ||
+	    !all_zero(p + 28, 4))
+		return -EBADMSG;
+	f.op = p[0];
+	f.len = get_le32(p + 4);
+	f.region = get_le32(p + 8);
+	f.key = get_le32(p + 12);
+	f.offset = get_le64(p + 16);
+	f.tag = get_le32(p + 24);
+
+	switch (f.op) {
+	case XPORT_FRAME_SEND:
+		if (f.len > max_msg || f.region || f.key || f.offset || f.tag)
+			return -EBADMSG;
+		break;
+	case XPORT_FRAME_WRITE:
+		if (f.tag)
+			return -EBADMSG;
+		/* fall through */
+	case XPORT_FRAME_WRITE_IMM:
+	case XPORT_FRAME_READ_REQ:
+		if (f.len > XPORT_MAX_IO || f.offset + f.len < f.offset)
+			return -EBADMSG;
+		break;
+	case XPORT_FRAME_READ_RESP:
+		if (f.len > XPORT_MAX_IO || f.region || f.key || f.offset)
+			return -EBADMSG;
+		break;
+	default:
+		return -EBADMSG;
+	}
+	*ret = f;
+	return 0;
+}
+
+int xport_parse_hostport(const char *spec, char **ret_host, char **ret_port)
+{
+	const char *colon, *host_start = spec, *host_end;
+	char *end;
+	unsigned long port;
+
+	if (!spec)
+		return -EINVAL;
+	if (spec[0] == '[') {
+		host_start = spec + 1;
+		host_end = strchr(host_start, ']');
+		if (!host_end || host_end[1] != ':')
+			return -EINVAL;
+		colon = host_end + 1;
+	} else {
+		colon = strrchr(spec, ':');
+		if (!colon || memchr(spec, ':', (size_t)(colon - spec)))
+			return -EINVAL;
+		host_end = colon;
+	}
+	if (!colon[1] || strlen(colon + 1) > 5)
+		return -EINVAL;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || port > 65535 || colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
+	*ret_host = g_strndup(host_start, (gsize)(host_end - host_start));
+	*ret_port = g_strdup(colon + 1);
+	return 0;
+}

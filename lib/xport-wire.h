@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Wire formats of the transport, and the one place where bytes received
+ * from a peer are decoded and validated.  All integers are little endian.
+ * Every decoder returns 0, or -EBADMSG for malformed input and
+ * -EPROTONOSUPPORT for a version this side does not speak.
+ */
+#ifndef VRDMA_XPORT_WIRE_H
+#define VRDMA_XPORT_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xport.h"
+
+#define XPORT_WIRE_VERSION 1
+
+#define XPORT_MIN_MSG 64u
+#define XPORT_MAX_MSG (1u << 20)
+#define XPORT_MAX_DEPTH 4096u
+/* Largest payload of one request: bounds what a peer can make us read. */
+#define XPORT_MAX_IO (1u << 30)
+
+/* Connection request: one per channel (rdma_cm private data: <= 56 bytes). */
+#define XPORT_HELLO_SIZE 32
+struct xport_hello {
+	uint16_t channel;
+	uint16_t nchannels;
+	uint32_t max_msg;    /* largest SEND the sender accepts */
+	uint32_t recv_depth; /* receive buffers the sender posts per channel */
+	uint64_t token;      /* ties the channels of one connection together */
+};
+void xport_hello_encode(const struct xport_hello *hello,
+			uint8_t out[XPORT_HELLO_SIZE]);
+int xport_hello_decode(const void *buf, size_t len, struct xport_hello *ret);
+
+/* Connection reply. */
+#define XPORT_WELCOME_SIZE 16
+struct xport_welcome {
+	uint16_t status; /* 0, or a positive errno: the server refuses */
+	uint32_t max_msg;
+};
+void xport_welcome_encode(const struct xport_welcome *welcome,
+			  uint8_t out[XPORT_WELCOME_SIZE]);
+int xport_welcome_decode(const void *buf, size_t len, struct xport_welcome *ret);
+
+/* Region descriptor, see xport_mr_describe(). */
+struct xport_region_wire {
+	uint8_t kind; /* enum xport_kind */
+	uint8_t access;
+	uint32_t id;
+	uint32_t key;
+	uint64_t base;
+	uint64_t len;
+};
+void xport_region_encode(const struct xport_region_wire *region,
+			 uint8_t out[XPORT_REGION_DESC_SIZE]);
+int xport_region_decode(const void *buf, size_t len,
+			struct xport_region_wire *ret);
+
+/* tcp back end: every request travels as a frame header plus payload. */
+#define XPORT_FRAME_SIZE 32
+enum xport_frame_op {
+	XPORT_FRAME_SEND = 1,
+	XPORT_FRAME_WRITE,
+	XPORT_FRAME_WRITE_IMM,
+	XPORT_FRAME_READ_REQ,  /* len bytes of region at offset, please */
+	XPORT_FRAME_READ_RESP, /* payload answers the READ_REQ with tag */
+};
+struct xport_frame {
+	uint8_t op;
+	uint32_t len;    /* payload bytes following the header (READ_REQ: asked) */
+	uint32_t region; /* WRITE, WRITE_IMM, READ_REQ */
+	uint32_t key;
+	uint64_t offset;
+	uint32_t tag; /* WRITE_IMM: immediate; READ_REQ/RESP: request tag */
+};
+void xport_frame_encode(const struct xport_frame *frame,
+			uint8_t out[XPORT_FRAME_SIZE]);
+/* max_msg: the receiver's limit for SEND payloads. */
+int xport_frame_decode(const void *buf, size_t len, uint32_t max_msg,
+		       struct xport_frame *ret);
+
+/* "host:port", "[v6]:port" or ":port" (any address); ports 0..65535. */
+int xport_parse_hostport(const char *spec, char **ret_host, char **ret_port);
+
+#endif
