@@ -1,0 +1,807 @@
+// SPDX-License-Identifier: MIT
+/*
+ * End-to-end transport tests, the same scenarios over either back end:
+ *
+ *   roundtrip    WRITE (batched, several channels), WRITE_WITH_IMM, READ and
+ *                SEND/RECV echo, every byte verified on the other side
+ *   kill-server  the receiver is SIGKILLed mid-stream: the writer must see an
+ *                error, promptly, not hang
+ *   kill-client  the writer is SIGKILLed mid-stream: the receiver must see it
+ *   hostile-range / hostile-key / hostile-below
+ *                the peer writes outside the region it was given: refused,
+ *                the connection ends with an error, receiver memory unchanged
+ *
+ * The server runs in a forked child; the parent is the client unless the
+ * scenario says otherwise.  --serve / --connect run one side only, so the
+ * two sides can sit in different network namespaces.
+ *
+ * Exit: 0 pass, 1 fail, 77 skipped (rdma asked for, no device present).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <glib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "xport.h"
+
+#define REGION_SIZE (1u << 20)
+#define CHUNK (64u << 10)
+#define GUARD_BYTE 0xAA
+#define REGION_BYTE 0x55
+#define STEP_TIMEOUT_MS 20000
+#define KILL_DETECT_MS 15000
+
+static const char *scenario = "roundtrip";
+static enum xport_kind kind = XPORT_KIND_TCP;
+static unsigned channels = 1;
+static const char *addr;
+
+#define FAIL(...)                                                         \
+	do {                                                              \
+		fprintf(stderr, "FAIL [%s %s pid %d] ", xport_kind_name(kind), \
+			scenario, getpid());                              \
+		fprintf(stderr, __VA_ARGS__);                             \
+		fputc('\n', stderr);                                      \
+		exit(1);                                                  \
+	} while (0)
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Deterministic bytes, different for every (seed, offset). */
+static uint8_t pattern_byte(uint32_t seed, size_t i)
+{
+	uint32_t x = seed * 2654435761u ^ (uint32_t)i * 40503u ^ (uint32_t)(i >> 11);
+
+	x ^= x >> 15;
+	x *= 2246822519u;
+	return (uint8_t)(x >> 13);
+}
+
+static void fill_pattern(uint8_t *p, size_t len, uint32_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = pattern_byte(seed, i);
+}
+
+static long first_mismatch(const uint8_t *p, size_t len, uint32_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != pattern_byte(seed, i))
+			return (long)i;
+	return -1;
+}
+
+static void *alloc_region(size_t len, uint8_t fill)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		FAIL("mmap %zu: %s", len, strerror(errno));
+	memset(p, fill, len);
+	return p;
+}
+
+static void opts_for_test(struct xport_opts *o)
+{
+	xport_opts_init(o);
+	o->kind = kind;
+	o->channels = channels;
+	/* Small queues so the -EAGAIN and selective-signalling paths run. */
+	o->send_depth = 32;
+	o->signal_interval = 8;
+	o->recv_depth = 16;
+	o->max_msg = 8192;
+	o->timeout_ms = STEP_TIMEOUT_MS;
+}
+
+/* ---- completion helpers ---- */
+
+struct msg {
+	struct xport_completion comp;
+	uint8_t data[8192];
+};
+
+/* Next completion of any kind; RECV payloads are copied into m. */
+static int next_comp(struct xport_conn *c, struct msg *m, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+
+	for (;;) {
+		int n = xport_poll(c, &m->comp, 1);
+
+		if (n < 0)
+			return n;
+		if (n == 1) {
+			if (m->comp.op == XPORT_OP_RECV && m->comp.len <= sizeof(m->data))
+				memcpy(m->data, m->comp.data, m->comp.len);
+			return 0;
+		}
+		if (now_ms() >= deadline)
+			return -ETIMEDOUT;
+		n = xport_wait(c, (int)MAX(1, deadline - now_ms()));
+		if (n < 0 && n != -ETIMEDOUT)
+			return n;
+	}
+}
+
+/* Waits for a completion of op, ignoring send-side completions on the way. */
+static void expect(struct xport_conn *c, enum xport_op op, struct msg *m)
+{
+	for (;;) {
+		int r = next_comp(c, m, STEP_TIMEOUT_MS);
+
+		if (r < 0)
+			FAIL("waiting for op %d: %s", op, strerror(-r));
+		if (m->comp.status)
+			FAIL("completion op %d failed: %s", m->comp.op, strerror(-m->comp.status));
+		if (m->comp.op == op)
+			return;
+		if (m->comp.op == XPORT_OP_RECV || m->comp.op == XPORT_OP_RECV_IMM)
+			FAIL("unexpected op %d while waiting for %d", m->comp.op, op);
+	}
+}
+
+static void send_msg(struct xport_conn *c, const void *buf, size_t len)
+{
+	for (;;) {
+		struct msg m;
+		int r = xport_send_copy(c, 0, buf, len, 0, 0);
+
+		if (r == 0)
+			return;
+		if (r != -EAGAIN)
+			FAIL("send_copy %zu bytes: %s", len, strerror(-r));
+		r = next_comp(c, &m, STEP_TIMEOUT_MS);
+		if (r < 0)
+			FAIL("making room to send: %s", strerror(-r));
+		if (m.comp.op == XPORT_OP_RECV || m.comp.op == XPORT_OP_RECV_IMM)
+			FAIL("unexpected receive while sending");
+	}
+}
+
+static void expect_text(struct xport_conn *c, const char *text)
+{
+	struct msg m;
+
+	expect(c, XPORT_OP_RECV, &m);
+	if (m.comp.len != strlen(text) || memcmp(m.data, text, m.comp.len))
+		FAIL("expected message '%s', got %u bytes '%.*s'", text, m.comp.len,
+		     (int)MIN(m.comp.len, 40u), m.data);
+}
+
+/* Posts wr, polling for room while the channel is full. */
+static void post_wr(struct xport_conn *c, const struct xport_wr *wr)
+{
+	for (;;) {
+		struct xport_completion comp[16];
+		int r = xport_post(c, wr);
+
+		if (r == 0)
+			return;
+		if (r != -EAGAIN)
+			FAIL("post op %d: %s", wr->op, strerror(-r));
+		r = xport_poll(c, comp, 16);
+		if (r < 0)
+			FAIL("poll while full: %s", strerror(-r));
+		for (int i = 0; i < r; i++)
+			if (comp[i].status)
+				FAIL("completion failed: %s", strerror(-comp[i].status));
+	}
+}
+
+/* ---- setup shared by the scenarios ---- */
+
+struct server {
+	struct xport_listener *listener;
+	struct xport_conn *conn;
+};
+
+/*
+ * Each side sets up its own RDMA state after fork(): the kernel refuses
+ * rdma_cm and uverbs fds used from another process (-EACCES), and
+ * librdmacm keeps them in process-global state.  So the two sides only
+ * share a pipe, over which the server announces its port.
+ */
+struct rendezvous {
+	int fd[2];
+};
+
+static void rendezvous_init(struct rendezvous *rv)
+{
+	if (pipe(rv->fd) < 0)
+		FAIL("pipe: %s", strerror(errno));
+}
+
+static void listen_any(struct server *s, struct rendezvous *rv)
+{
+	struct xport_opts o;
+	int port, r;
+
+	opts_for_test(&o);
+	r = xport_listen(&o, addr, "0", &s->listener);
+	if (r < 0)
+		FAIL("listen on %s: %s", addr, strerror(-r));
+	port = xport_listener_port(s->listener);
+	if (write(rv->fd[1], &port, sizeof(port)) != sizeof(port))
+		FAIL("announce port: %s", strerror(errno));
+}
+
+static int await_port(struct rendezvous *rv)
+{
+	int port;
+
+	if (read(rv->fd[0], &port, sizeof(port)) != sizeof(port))
+		FAIL("the server never announced its port");
+	return port;
+}
+
+static void accept_one(struct server *s)
+{
+	int r = xport_accept(s->listener, STEP_TIMEOUT_MS, &s->conn);
+
+	if (r < 0)
+		FAIL("accept: %s", strerror(-r));
+}
+
+static struct xport_conn *connect_to(const char *host, int port)
+{
+	struct xport_conn *c;
+	struct xport_opts o;
+	char portstr[16];
+	int r;
+
+	opts_for_test(&o);
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	r = xport_connect(&o, host, portstr, &c);
+	if (r < 0)
+		FAIL("connect %s:%s: %s", host, portstr, strerror(-r));
+	if (xport_conn_channels(c) != channels)
+		FAIL("connection has %u channels, wanted %u", xport_conn_channels(c), channels);
+	return c;
+}
+
+static void send_descs(struct xport_conn *c, struct xport_mr **mrs, unsigned n)
+{
+	uint8_t buf[4 * XPORT_REGION_DESC_SIZE];
+
+	for (unsigned i = 0; i < n; i++)
+		if (xport_mr_describe(mrs[i], buf + i * XPORT_REGION_DESC_SIZE) < 0)
+			FAIL("describe region %u", i);
+	send_msg(c, buf, n * XPORT_REGION_DESC_SIZE);
+}
+
+static void recv_descs(struct xport_conn *c, struct xport_remote *rem, unsigned n)
+{
+	struct msg m;
+
+	expect(c, XPORT_OP_RECV, &m);
+	if (m.comp.len != n * XPORT_REGION_DESC_SIZE)
+		FAIL("descriptor message of %u bytes", m.comp.len);
+	for (unsigned i = 0; i < n; i++) {
+		int r = xport_remote_import(c, m.data + i * XPORT_REGION_DESC_SIZE,
+					    XPORT_REGION_DESC_SIZE, &rem[i]);
+
+		if (r < 0)
+			FAIL("import descriptor %u: %s", i, strerror(-r));
+	}
+}
+
+static struct xport_mr *reg(struct xport_conn *c, void *p, size_t len, unsigned access)
+{
+	struct xport_mr *mr;
+	int r = xport_mr_reg(c, p, len, access, &mr);
+
+	if (r < 0)
+		FAIL("register %zu bytes: %s", len, strerror(-r));
+	return mr;
+}
+
+/* ---- roundtrip ---- */
+
+#define SEED_WRITE 11
+#define SEED_READ 23
+#define ECHO_ROUNDS 40
+
+static void roundtrip_server(struct server *s)
+{
+	uint8_t *wbuf = alloc_region(REGION_SIZE, 0);
+	uint8_t *rbuf = alloc_region(REGION_SIZE, 0);
+	struct xport_mr *mrs[2];
+	unsigned imms = 0;
+	uint64_t imm_seen = 0;
+
+	accept_one(s);
+	fill_pattern(rbuf, REGION_SIZE, SEED_READ);
+	mrs[0] = reg(s->conn, wbuf, REGION_SIZE, XPORT_ACCESS_REMOTE_WRITE);
+	mrs[1] = reg(s->conn, rbuf, REGION_SIZE, XPORT_ACCESS_REMOTE_READ);
+	send_descs(s->conn, mrs, 2);
+
+	for (;;) {
+		struct msg m;
+		int r = next_comp(s->conn, &m, STEP_TIMEOUT_MS);
+
+		if (r < 0)
+			FAIL("server poll: %s", strerror(-r));
+		if (m.comp.status)
+			FAIL("server completion failed: %s", strerror(-m.comp.status));
+		if (m.comp.op == XPORT_OP_RECV_IMM) {
+			/* One per channel, ordered after that channel's writes. */
+			if (m.comp.imm < 0x1000 || m.comp.imm >= 0x1000 + channels ||
+			    m.comp.channel != m.comp.imm - 0x1000 ||
+			    (imm_seen & (1ull << m.comp.channel)))
+				FAIL("bad immediate 0x%x on channel %u", m.comp.imm, m.comp.channel);
+			imm_seen |= 1ull << m.comp.channel;
+			if (++imms == channels) {
+				long bad = first_mismatch(wbuf, REGION_SIZE, SEED_WRITE);
+
+				if (bad >= 0)
+					FAIL("written region differs at byte %ld", bad);
+				send_msg(s->conn, "W-OK", 4);
+			}
+		} else if (m.comp.op == XPORT_OP_RECV) {
+			if (m.comp.len == 3 && memcmp(m.data, "BYE", 3) == 0) {
+				send_msg(s->conn, "BYE-ACK", 7);
+				break;
+			}
+			send_msg(s->conn, m.data, m.comp.len);
+		}
+	}
+	if (imms != channels)
+		FAIL("saw %u of %u immediates", imms, channels);
+	/* The client hangs up first, once it has the acknowledgement. */
+	{
+		struct msg m;
+		int r;
+
+		while ((r = next_comp(s->conn, &m, STEP_TIMEOUT_MS)) == 0)
+			;
+		if (r == -ETIMEDOUT)
+			FAIL("client did not hang up");
+	}
+	xport_mr_dereg(mrs[0]);
+	xport_mr_dereg(mrs[1]);
+	xport_conn_close(s->conn);
+}
+
+static void roundtrip_client(struct xport_conn *c)
+{
+	uint8_t *src = alloc_region(REGION_SIZE, 0);
+	uint8_t *dst = alloc_region(REGION_SIZE, 0);
+	struct xport_remote rem[2];
+	struct xport_mr *src_mr, *dst_mr;
+	uint32_t share = REGION_SIZE / channels;
+	struct msg m;
+	long bad;
+
+	fill_pattern(src, REGION_SIZE, SEED_WRITE);
+	src_mr = reg(c, src, REGION_SIZE, XPORT_ACCESS_LOCAL);
+	dst_mr = reg(c, dst, REGION_SIZE, XPORT_ACCESS_LOCAL);
+	recv_descs(c, rem, 2);
+
+	/*
+	 * WRITE: channel k owns one contiguous share, sent as two-element
+	 * scatter lists in batches; its last piece is a WRITE_WITH_IMM.
+	 */
+	for (unsigned k = 0; k < channels; k++) {
+		for (uint32_t off = 0; off < share; off += CHUNK / 2) {
+			uint32_t at = k * share + off;
+			uint32_t len = MIN(CHUNK / 2, share - off);
+			bool last = off + len >= share;
+			struct xport_sge sg[2] = {
+				{ .mr = src_mr, .offset = at, .len = len / 2 },
+				{ .mr = src_mr, .offset = at + len / 2, .len = len - len / 2 },
+			};
+			struct xport_wr wr = {
+				.op = last ? XPORT_OP_WRITE_IMM : XPORT_OP_WRITE,
+				.channel = k,
+				.flags = last ? 0 : XPORT_F_MORE,
+				.sg = sg, .nsg = 2,
+				.remote = &rem[0], .remote_offset = at,
+				.imm = 0x1000 + k,
+			};
+
+			post_wr(c, &wr);
+		}
+	}
+	expect_text(c, "W-OK");
+
+	/* READ the server's pattern back in 4 pieces, one signalled. */
+	for (unsigned i = 0; i < 4; i++) {
+		struct xport_sge sg = {
+			.mr = dst_mr, .offset = i * (REGION_SIZE / 4), .len = REGION_SIZE / 4,
+		};
+		struct xport_wr wr = {
+			.op = XPORT_OP_READ, .channel = i % channels,
+			.flags = XPORT_F_SIGNAL, .cookie = 100 + i, .sg = &sg, .nsg = 1,
+			.remote = &rem[1], .remote_offset = i * (REGION_SIZE / 4),
+		};
+
+		post_wr(c, &wr);
+	}
+	for (unsigned done = 0; done < 4; done++) {
+		expect(c, XPORT_OP_READ, &m);
+		if (m.comp.cookie < 100 || m.comp.cookie > 103 || m.comp.len != REGION_SIZE / 4)
+			FAIL("READ completion cookie %llu len %u",
+			     (unsigned long long)m.comp.cookie, m.comp.len);
+	}
+	bad = first_mismatch(dst, REGION_SIZE, SEED_READ);
+	if (bad >= 0)
+		FAIL("READ data differs at byte %ld", bad);
+
+	/* SEND/RECV: sizes from 0 to the peer's limit, echoed back. */
+	for (unsigned i = 0; i < ECHO_ROUNDS; i++) {
+		uint32_t max = MIN(xport_conn_peer_max_msg(c), (uint32_t)sizeof(m.data));
+		uint32_t len = i == 0 ? 0 : i == 1 ? max : (i * 977u) % max;
+		uint8_t buf[8192];
+
+		if (len == 3)
+			len = 4; /* never "BYE" by accident */
+		fill_pattern(buf, len, 1000 + i);
+		send_msg(c, buf, len);
+		expect(c, XPORT_OP_RECV, &m);
+		if (m.comp.len != len || memcmp(m.data, buf, len))
+			FAIL("echo %u: %u bytes back for %u sent, or different", i, m.comp.len, len);
+	}
+	send_msg(c, "BYE", 3);
+	expect_text(c, "BYE-ACK");
+	xport_mr_dereg(src_mr);
+	xport_mr_dereg(dst_mr);
+	xport_conn_close(c);
+}
+
+/* ---- peer killed mid-transfer ---- */
+
+/* Receives writes forever (until killed), announcing its region first. */
+static void sink_server(struct server *s)
+{
+	uint8_t *buf = alloc_region(REGION_SIZE, 0);
+	struct xport_mr *mr;
+
+	accept_one(s);
+	mr = reg(s->conn, buf, REGION_SIZE, XPORT_ACCESS_REMOTE_WRITE);
+	send_descs(s->conn, &mr, 1);
+	for (;;) {
+		struct msg m;
+		int r = next_comp(s->conn, &m, 60000);
+
+		if (r < 0)
+			exit(r == -ETIMEDOUT ? 3 : 2);
+	}
+}
+
+/*
+ * Streams WRITE_IMMs; after `before_kill` of them completed it kills
+ * `victim` (if any) and then expects an error within KILL_DETECT_MS.
+ */
+static int stream_until_error(struct xport_conn *c, pid_t victim, unsigned before_kill)
+{
+	uint8_t *src = alloc_region(REGION_SIZE, 0x11);
+	struct xport_mr *mr = reg(c, src, REGION_SIZE, XPORT_ACCESS_LOCAL);
+	struct xport_remote rem;
+	int64_t killed_at = -1;
+	unsigned completed = 0;
+	uint64_t n = 0;
+
+	recv_descs(c, &rem, 1);
+	for (;;) {
+		struct xport_completion comp[16];
+		struct xport_sge sg = { .mr = mr, .offset = (n * CHUNK) % REGION_SIZE, .len = CHUNK };
+		struct xport_wr wr = {
+			.op = XPORT_OP_WRITE_IMM, .flags = XPORT_F_SIGNAL, .sg = &sg, .nsg = 1,
+			.remote = &rem, .remote_offset = sg.offset, .imm = (uint32_t)n,
+		};
+		int r = xport_post(c, &wr);
+
+		if (r == 0)
+			n++;
+		else if (r != -EAGAIN)
+			break;
+		r = xport_poll(c, comp, 16);
+		if (r < 0)
+			break;
+		for (int i = 0; i < r; i++) {
+			if (comp[i].status)
+				goto out;
+			completed++;
+		}
+		if (killed_at < 0 && completed >= before_kill && victim > 0) {
+			kill(victim, SIGKILL);
+			killed_at = now_ms();
+		}
+		if (killed_at >= 0 && now_ms() - killed_at > KILL_DETECT_MS)
+			FAIL("no error %d ms after the peer was killed", KILL_DETECT_MS);
+		if (r == 0 && n > 0)
+			xport_wait(c, 100);
+	}
+out:
+	if (victim > 0 && killed_at < 0)
+		FAIL("transfer failed before the peer was killed: %s",
+		     strerror(-xport_conn_error(c)));
+	if (victim > 0)
+		printf("error seen %lld ms after the kill (%s), %u writes completed\n",
+		       (long long)(now_ms() - killed_at), strerror(-xport_conn_error(c)),
+		       completed);
+	return 0;
+}
+
+static void kill_server_scenario(void)
+{
+	struct rendezvous rv;
+	struct xport_conn *c;
+	pid_t pid;
+
+	rendezvous_init(&rv);
+	pid = fork();
+	if (pid == 0) {
+		struct server s = { 0 };
+
+		listen_any(&s, &rv);
+		sink_server(&s);
+		_exit(0);
+	}
+	c = connect_to(addr, await_port(&rv));
+	stream_until_error(c, pid, 64);
+	xport_conn_close(c);
+	waitpid(pid, NULL, 0);
+}
+
+static void kill_client_scenario(void)
+{
+	struct server s = { 0 };
+	struct rendezvous rv;
+	int64_t killed_at;
+	uint8_t *buf;
+	struct xport_mr *mr;
+	unsigned got = 0;
+	pid_t pid;
+
+	rendezvous_init(&rv);
+	pid = fork();
+	if (pid == 0) {
+		struct xport_conn *c = connect_to(addr, await_port(&rv));
+
+		stream_until_error(c, 0, 0);
+		_exit(0);
+	}
+	listen_any(&s, &rv);
+	accept_one(&s);
+	buf = alloc_region(REGION_SIZE, 0);
+	mr = reg(s.conn, buf, REGION_SIZE, XPORT_ACCESS_REMOTE_WRITE);
+	send_descs(s.conn, &mr, 1);
+	for (;;) {
+		struct msg m;
+		int r = next_comp(s.conn, &m, STEP_TIMEOUT_MS);
+
+		if (r < 0)
+			FAIL("receiver failed before the kill: %s", strerror(-r));
+		if (m.comp.op == XPORT_OP_RECV_IMM && ++got == 64)
+			break;
+	}
+	kill(pid, SIGKILL);
+	killed_at = now_ms();
+	for (;;) {
+		struct msg m;
+		int r = next_comp(s.conn, &m, KILL_DETECT_MS);
+
+		if (r == -ETIMEDOUT || now_ms() - killed_at > KILL_DETECT_MS)
+			FAIL("receiver saw no error %d ms after the writer died", KILL_DETECT_MS);
+		if (r < 0) {
+			printf("receiver saw %s %lld ms after the kill\n", strerror(-r),
+			       (long long)(now_ms() - killed_at));
+			break;
+		}
+	}
+	waitpid(pid, NULL, 0);
+	xport_conn_close(s.conn);
+}
+
+/* ---- hostile peer ---- */
+
+/* The region sits between two guard zones inside one mapping. */
+static void hostile_scenario(void)
+{
+	struct server s = { 0 };
+	size_t zone = 64u << 10;
+	struct rendezvous rv;
+	pid_t pid;
+
+	rendezvous_init(&rv);
+	pid = fork();
+	if (pid == 0) {
+		struct xport_conn *c = connect_to(addr, await_port(&rv));
+		uint8_t *src = alloc_region(zone, 0xEE);
+		struct xport_mr *mr = reg(c, src, zone, XPORT_ACCESS_LOCAL);
+		struct xport_sge sg = { .mr = mr, .offset = 0, .len = 4096 };
+		struct xport_remote rem;
+		struct xport_wr wr = {
+			.op = XPORT_OP_WRITE, .flags = XPORT_F_SIGNAL, .sg = &sg, .nsg = 1,
+			.remote = &rem,
+		};
+		struct msg m;
+		int r;
+
+		recv_descs(c, &rem, 1);
+		if (strcmp(scenario, "hostile-range") == 0) {
+			/* Claim the region is bigger and write past its end. */
+			rem.len += zone;
+			wr.remote_offset = zone;
+		} else if (strcmp(scenario, "hostile-key") == 0) {
+			rem.key ^= 0x5a5a5a5a;
+		} else {
+			/* Aim below the region's start. */
+			rem.base -= 4096;
+			rem.id += 1;
+		}
+		r = xport_post(c, &wr);
+		if (r < 0)
+			FAIL("hostile post refused locally (%s): the test needs it on the wire",
+			     strerror(-r));
+		r = next_comp(c, &m, STEP_TIMEOUT_MS);
+		if (r == 0 && m.comp.status == 0 && kind == XPORT_KIND_RDMA)
+			FAIL("the device accepted an out-of-bounds write");
+		/* tcp: the write "completes" locally; the server then hangs up. */
+		while (r == 0)
+			r = next_comp(c, &m, STEP_TIMEOUT_MS);
+		if (r == -ETIMEDOUT)
+			FAIL("hostile writer never saw the connection end");
+		_exit(0);
+	}
+	{
+		uint8_t *all = alloc_region(3 * zone, GUARD_BYTE);
+		uint8_t *region = all + zone;
+		struct xport_mr *mr;
+		int status, r;
+
+		memset(region, REGION_BYTE, zone);
+		listen_any(&s, &rv);
+		accept_one(&s);
+		mr = reg(s.conn, region, zone, XPORT_ACCESS_REMOTE_WRITE);
+		send_descs(s.conn, &mr, 1);
+		for (;;) {
+			struct msg m;
+
+			r = next_comp(s.conn, &m, STEP_TIMEOUT_MS);
+			if (r == -ETIMEDOUT)
+				FAIL("hostile write did not end the connection");
+			if (r < 0)
+				break;
+		}
+		printf("receiver: connection ended with %s\n", strerror(-r));
+		for (size_t i = 0; i < 3 * zone; i++) {
+			uint8_t want = i >= zone && i < 2 * zone ? REGION_BYTE : GUARD_BYTE;
+
+			if (all[i] != want)
+				FAIL("receiver memory changed at byte %zu of the mapping", i);
+		}
+		waitpid(pid, &status, 0);
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			FAIL("hostile client side failed (status %d)", status);
+		xport_conn_close(s.conn);
+	}
+}
+
+/* ---- main ---- */
+
+static void roundtrip_scenario(void)
+{
+	struct rendezvous rv;
+	int status;
+	pid_t pid;
+
+	rendezvous_init(&rv);
+	pid = fork();
+	if (pid == 0) {
+		struct server s = { 0 };
+
+		listen_any(&s, &rv);
+		roundtrip_server(&s);
+		_exit(0);
+	}
+	roundtrip_client(connect_to(addr, await_port(&rv)));
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		FAIL("server side failed (status %d)", status);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: test-xport [--transport rdma|tcp] [--scenario NAME] [--channels N]\n"
+		"                  [--addr ADDR] [--serve PORT | --connect HOST:PORT]\n"
+		"Scenarios: roundtrip kill-server kill-client hostile-range hostile-key\n"
+		"           hostile-below\n"
+		"The address defaults to $VRDMA_RXE_ADDR_A or 127.0.0.1.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "transport", required_argument, NULL, 't' },
+		{ "scenario", required_argument, NULL, 's' },
+		{ "channels", required_argument, NULL, 'c' },
+		{ "addr", required_argument, NULL, 'a' },
+		{ "serve", required_argument, NULL, 'S' },
+		{ "connect", required_argument, NULL, 'C' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *serve = NULL, *connect = NULL;
+	int opt;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	addr = getenv("VRDMA_RXE_ADDR_A") ? getenv("VRDMA_RXE_ADDR_A") : "127.0.0.1";
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 't':
+			if (xport_kind_parse(optarg, &kind) < 0 || kind == XPORT_KIND_AUTO)
+				FAIL("unknown transport '%s'", optarg);
+			break;
+		case 's': scenario = optarg; break;
+		case 'c': channels = (unsigned)atoi(optarg); break;
+		case 'a': addr = optarg; break;
+		case 'S': serve = optarg; break;
+		case 'C': connect = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (channels < 1 || channels > XPORT_MAX_CHANNELS)
+		FAIL("channels must be 1..%d", XPORT_MAX_CHANNELS);
+	if (kind == XPORT_KIND_RDMA && xport_rdma_device_count() == 0) {
+		if (getenv("VRDMA_REQUIRE_RDMA"))
+			FAIL("no RDMA device, but VRDMA_REQUIRE_RDMA is set");
+		printf("SKIP: no RDMA device on this host (run it in tests/rxe-vm/run)\n");
+		return 77;
+	}
+	/* Whatever goes wrong, never hang the test run. */
+	alarm(120);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (serve) {
+		struct xport_opts o;
+		struct server s = { 0 };
+		int r;
+
+		opts_for_test(&o);
+		r = xport_listen(&o, addr, serve, &s.listener);
+		if (r < 0)
+			FAIL("listen %s:%s: %s", addr, serve, strerror(-r));
+		roundtrip_server(&s);
+	} else if (connect) {
+		char *colon = strrchr(connect, ':');
+
+		if (!colon)
+			FAIL("--connect wants HOST:PORT");
+		*colon = '\0';
+		roundtrip_client(connect_to(connect, atoi(colon + 1)));
+	} else if (strcmp(scenario, "roundtrip") == 0) {
+		roundtrip_scenario();
+	} else if (strcmp(scenario, "kill-server") == 0) {
+		kill_server_scenario();
+	} else if (strcmp(scenario, "kill-client") == 0) {
+		kill_client_scenario();
+	} else if (strncmp(scenario, "hostile-", 8) == 0) {
+		hostile_scenario();
+	} else {
+		usage(stderr);
+		return 2;
+	}
+	printf("PASS %s %s (%u channel%s)\n", xport_kind_name(kind), scenario,
+	       channels, channels > 1 ? "s" : "");
+	return 0;
+}
