@@ -250,12 +250,15 @@ static int await_port(struct rendezvous *rv)
 	return port;
 }
 
+/* Every scenario serves one connection: the listener goes once it is in. */
 static void accept_one(struct server *s)
 {
 	int r = xport_accept(s->listener, STEP_TIMEOUT_MS, &s->conn);
 
 	if (r < 0)
 		FAIL("accept: %s", strerror(-r));
+	xport_listener_close(s->listener);
+	s->listener = NULL;
 }
 
 static struct xport_conn *connect_to(const char *host, int port)
