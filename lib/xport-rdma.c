@@ -720,7 +720,8 @@ static const struct xport_listener_ops rdma_listener_ops = {
 static int rdma_mr_reg(struct xport_conn *conn, struct xport_mr *mr)
 {
 	struct rdma_conn *c = to_rconn(conn);
-	int access = IBV_ACCESS_LOCAL_WRITE;
+	/* Read-only mappings cannot be pinned for writing. */
+	int access = mr->access & XPORT_ACCESS_LOCAL_READONLY ? 0 : IBV_ACCESS_LOCAL_WRITE;
 	uint64_t iova = (uintptr_t)mr->addr & PAGE_OFFSET_MASK;
 	struct ibv_mr *ibmr;
 

@@ -219,7 +219,10 @@ int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
 	int r;
 
 	if (!conn || !addr || !len || !ret_mr ||
-	    (access & ~(XPORT_ACCESS_REMOTE_WRITE | XPORT_ACCESS_REMOTE_READ)))
+	    (access & ~(XPORT_ACCESS_REMOTE_WRITE | XPORT_ACCESS_REMOTE_READ |
+			XPORT_ACCESS_LOCAL_READONLY)))
+		return -EINVAL;
+	if ((access & XPORT_ACCESS_LOCAL_READONLY) && (access & XPORT_ACCESS_REMOTE_WRITE))
 		return -EINVAL;
 	if ((uintptr_t)addr + len < (uintptr_t)addr)
 		return -EINVAL;
@@ -259,11 +262,12 @@ int xport_mr_describe(const struct xport_mr *mr,
 {
 	struct xport_region_wire w;
 
-	if (!mr || !mr->access)
+	if (!mr || !(mr->access & (XPORT_ACCESS_REMOTE_WRITE | XPORT_ACCESS_REMOTE_READ)))
 		return -EINVAL;
 	w = (struct xport_region_wire){
 		.kind = (uint8_t)mr->conn->kind,
-		.access = (uint8_t)mr->access,
+		.access = (uint8_t)(mr->access & (XPORT_ACCESS_REMOTE_WRITE |
+						  XPORT_ACCESS_REMOTE_READ)),
 		.id = mr->id,
 		.key = mr->key,
 		.base = mr->base,
@@ -318,6 +322,8 @@ static int check_sg(const struct xport_conn *conn, const struct xport_wr *wr,
 
 		if (!s->mr || s->mr->conn != conn ||
 		    !range_within(s->offset, s->len, s->mr->len))
+			return -EINVAL;
+		if (wr->op == XPORT_OP_READ && (s->mr->access & XPORT_ACCESS_LOCAL_READONLY))
 			return -EINVAL;
 		total += s->len;
 	}

@@ -88,6 +88,11 @@ enum {
 	XPORT_ACCESS_LOCAL = 0,
 	XPORT_ACCESS_REMOTE_WRITE = 1u << 0,
 	XPORT_ACCESS_REMOTE_READ = 1u << 1,
+	/*
+	 * The transport only ever reads this memory (WRITE/SEND source), so it
+	 * may be mapped read-only; it cannot be the sink of a READ.
+	 */
+	XPORT_ACCESS_LOCAL_READONLY = 1u << 2,
 };
 
 int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
