@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+/* Engine-to-engine messages: encoding and the validating decoder. */
+#include "peer-proto.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "util.h"
+
+#define PEER_MAGIC 0x52504d56u /* "VMPR" */
+#define MAX_ERRNO 4095
+
+static size_t payload_size(enum peer_msg_type type, uint32_t nblocks)
+{
+	switch (type) {
+	case PEER_MSG_LAYOUT: return 16;
+	case PEER_MSG_BLOCK: return 16 + OWNER_NAME_MAX;
+	case PEER_MSG_REGION: return 8 + XPORT_REGION_DESC_SIZE;
+	case PEER_MSG_PROGRESS: return 16;
+	case PEER_MSG_DONE: return 24;
+	case PEER_MSG_HASHES: return 8 + 8 * (size_t)nblocks;
+	case PEER_MSG_READY:
+	case PEER_MSG_COMMIT:
+	case PEER_MSG_COMMITTED: return 0;
+	case PEER_MSG_FAIL: return 4;
+	}
+	return SIZE_MAX;
+}
+
+size_t peer_msg_encode(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
+{
+	uint32_t n = m->type == PEER_MSG_HASHES ? m->u.hashes.nblocks : 0;
+	size_t plen = payload_size(m->type, n);
+	uint8_t *p = buf + PEER_HDR_SIZE;
+
+	memset(buf, 0, PEER_HDR_SIZE + plen);
+	put_le32(buf, PEER_MAGIC);
+	put_le16(buf + 4, (uint16_t)m->type);
+	put_le32(buf + 8, (uint32_t)plen);
+	switch (m->type) {
+	case PEER_MSG_LAYOUT:
+		put_le32(p, m->u.layout.version);
+		put_le32(p + 4, m->u.layout.nblocks);
+		put_le32(p + 8, m->u.layout.flags);
+		break;
+	case PEER_MSG_BLOCK:
+		put_le32(p, m->u.block.index);
+		put_le32(p + 4, m->u.block.page_size);
+		put_le64(p + 8, m->u.block.size);
+		memcpy(p + 16, m->u.block.name, strnlen(m->u.block.name, OWNER_NAME_MAX - 1));
+		break;
+	case PEER_MSG_REGION:
+		put_le32(p, m->u.region.index);
+		memcpy(p + 8, m->u.region.desc, XPORT_REGION_DESC_SIZE);
+		break;
+	case PEER_MSG_PROGRESS:
+		put_le64(p, m->u.progress.round);
+		put_le64(p + 8, m->u.progress.bytes);
+		break;
+	case PEER_MSG_DONE:
+		put_le32(p, m->u.done.channel);
+		put_le64(p + 8, m->u.done.rounds);
+		put_le64(p + 16, m->u.done.bytes);
+		break;
+	case PEER_MSG_HASHES:
+		put_le32(p, n);
+		for (uint32_t i = 0; i < n; i++)
+			put_le64(p + 8 + 8 * i, m->u.hashes.hash[i]);
+		break;
+	case PEER_MSG_FAIL:
+		put_le32(p, (uint32_t)m->u.error);
+		break;
+	default:
+		break;
+	}
+	return PEER_HDR_SIZE + plen;
+}
+
+static bool valid_name(const uint8_t *name)
+{
+	size_t n = strnlen((const char *)name, OWNER_NAME_MAX);
+
+	if (n == 0 || n == OWNER_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < OWNER_NAME_MAX; i++)
+		if (i < n ? name[i] < 0x20 || name[i] > 0x7e : name[i] != 0)
+			return false;
+	return true;
+}
+
+
+static int decode_payload(const uint8_t *p, struct peer_msg *m)
+{
+	switch (m->type) {
+	case PEER_MSG_LAYOUT:
+		m->u.layout.version = get_le32(p);
+		m->u.layout.nblocks = get_le32(p + 4);
+		m->u.layout.flags = get_le32(p + 8);
+		if (m->u.layout.version != PEER_PROTO_VERSION)
+			return -EPROTONOSUPPORT;
+		if (m->u.layout.nblocks < 1 || m->u.layout.nblocks > OWNER_MAX_BLOCKS ||
+		    (m->u.layout.flags & ~PEER_FLAG_VERIFY) || get_le32(p + 12))
+			return -EBADMSG;
+		return 0;
+	case PEER_MSG_BLOCK:
+		m->u.block.index = get_le32(p);
+		m->u.block.page_size = get_le32(p + 4);
+		m->u.block.size = get_le64(p + 8);
+		if (m->u.block.index >= OWNER_MAX_BLOCKS ||
+		    !is_power_of_2(m->u.block.page_size) ||
+		    m->u.block.page_size < OWNER_MIN_PAGE ||
+		    m->u.block.page_size > OWNER_MAX_PAGE || m->u.block.size == 0 ||
+		    m->u.block.size > OWNER_MAX_BLOCK_SIZE ||
+		    m->u.block.size % m->u.block.page_size || !valid_name(p + 16))
+			return -EBADMSG;
+		memcpy(m->u.block.name, p + 16, OWNER_NAME_MAX);
+		return 0;
+	case PEER_MSG_REGION:
+		m->u.region.index = get_le32(p);
+		if (m->u.region.index >= OWNER_MAX_BLOCKS || get_le32(p + 4))
+			return -EBADMSG;
+		memcpy(m->u.region.desc, p + 8, XPORT_REGION_DESC_SIZE);
+		return 0;
+	case PEER_MSG_PROGRESS:
+		m->u.progress.round = get_le64(p);
+		m->u.progress.bytes = get_le64(p + 8);
+		return 0;
+	case PEER_MSG_DONE:
+		m->u.done.channel = get_le32(p);
+		m->u.done.rounds = get_le64(p + 8);
+		m->u.done.bytes = get_le64(p + 16);
+		return m->u.done.channel < XPORT_MAX_CHANNELS && !get_le32(p + 4) ? 0 : -EBADMSG;
+	case PEER_MSG_HASHES:
+		m->u.hashes.nblocks = get_le32(p);
+		if (get_le32(p + 4))
+			return -EBADMSG;
+		for (uint32_t i = 0; i < m->u.hashes.nblocks; i++)
+			m->u.hashes.hash[i] = get_le64(p + 8 + 8 * i);
+		return 0;
+	case PEER_MSG_FAIL:
+		m->u.error = (int32_t)get_le32(p);
+		return m->u.error >= 0 && m->u.error <= MAX_ERRNO ? 0 : -EBADMSG;
+	default:
+		return 0;
+	}
+}
+
+int peer_msg_decode(const void *buf, size_t len, struct peer_msg *ret_msg)
+{
+	const uint8_t *b = buf;
+	struct peer_msg m = { 0 };
+	uint32_t n = 0;
+	size_t plen;
+	int r;
+
+	if (!b || len < PEER_HDR_SIZE || get_le32(b) != PEER_MAGIC ||
+	    get_le16(b + 6) || get_le32(b + 12))
+		return -EBADMSG;
+	m.type = get_le16(b + 4);
+	if (m.type == PEER_MSG_HASHES) {
+		if (len < PEER_HDR_SIZE + 8)
+			return -EBADMSG;
+		n = get_le32(b + PEER_HDR_SIZE);
+		if (n < 1 || n > OWNER_MAX_BLOCKS)
+			return -EBADMSG;
+	}
+	plen = payload_size(m.type, n);
+	if (plen == SIZE_MAX || get_le32(b + 8) != plen || len != PEER_HDR_SIZE + plen)
+		return -EBADMSG;
+	r = decode_payload(b + PEER_HDR_SIZE, &m);
+	if (r < 0)
+		return r;
+	*ret_msg = m;
+	return 0;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Engine-to-engine control messages (source <-> destination), carried as
+ * xport SENDs next to the RDMA WRITEs / tcp frames that move the pages.
+ * docs/migration-protocol.md describes the sequence.  Header: magic
+ * "VMPR", type, zero, payload length, zero (16 bytes, little endian).
+ */
+#ifndef VRDMA_PEER_PROTO_H
+#define VRDMA_PEER_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "owner-proto.h"
+#include "xport.h"
+
+#define PEER_PROTO_VERSION 1
+#define PEER_HDR_SIZE 16
+#define PEER_MAX_MSG (PEER_HDR_SIZE + 8 + 8 * OWNER_MAX_BLOCKS)
+#define PEER_FLAG_VERIFY (1u << 0)
+
+enum peer_msg_type {
+	PEER_MSG_LAYOUT = 1, /* src: version, nblocks, flags */
+	PEER_MSG_BLOCK,      /* src: one RAM block's geometry */
+	PEER_MSG_REGION,     /* dst: where that block may be written */
+	PEER_MSG_PROGRESS,   /* src: round, bytes so far (also a keepalive) */
+	PEER_MSG_DONE,       /* src, on every channel, after its last write */
+	PEER_MSG_HASHES,     /* dst: per-block hashes (verify) */
+	PEER_MSG_READY,      /* dst: everything arrived (no verify) */
+	PEER_MSG_COMMIT,     /* src: the destination owns the guest now */
+	PEER_MSG_COMMITTED,  /* dst: acknowledged */
+	PEER_MSG_FAIL,       /* either: giving up, error */
+};
+
+struct peer_msg {
+	enum peer_msg_type type;
+	union {
+		struct {
+			uint32_t version, nblocks, flags;
+		} layout;
+		struct {
+			uint32_t index, page_size;
+			uint64_t size;
+			char name[OWNER_NAME_MAX];
+		} block;
+		struct {
+			uint32_t index;
+			uint8_t desc[XPORT_REGION_DESC_SIZE];
+		} region;
+		struct {
+			uint64_t round, bytes;
+		} progress;
+		struct {
+			uint32_t channel;
+			uint64_t rounds, bytes;
+		} done;
+		struct {
+			uint32_t nblocks;
+			uint64_t hash[OWNER_MAX_BLOCKS];
+		} hashes;
+		int32_t error; /* positive errno */
+	} u;
+};
+
+size_t peer_msg_encode(const struct peer_msg *msg, uint8_t buf[PEER_MAX_MSG]);
+/* 0, -EBADMSG or -EPROTONOSUPPORT. */
+int peer_msg_decode(const void *buf, size_t len, struct peer_msg *ret_msg);
+
+#endif
