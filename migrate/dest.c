@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Destination side of a migration.  It registers the owner's fresh RAM
+ * once, tells the source where each block may be written, then mostly
+ * waits: on rdma the pages land without it; on tcp its polling is what
+ * places them.  It ends when every channel said DONE (each DONE is ordered
+ * behind that channel's writes), optionally proves the image with hashes,
+ * and hands the guest to its owner only on COMMIT.
+ */
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "migrate.h"
+#include "owner.h"
+#include "peer-proto.h"
+#include "util.h"
+
+struct dest {
+	const struct mig_cfg *cfg;
+	mig_event_fn fn;
+	void *opaque;
+	struct mig_stats *st;
+	struct owner_session *owner;
+	struct xport_listener *listener;
+	struct xport_conn *conn;
+	struct xport_mr *mrs[OWNER_MAX_BLOCKS];
+	uint32_t flags;
+	uint64_t t_start;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void emit(struct dest *d, enum mig_event_type type)
+{
+	struct mig_event ev = { .type = type, .stats = d->st };
+
+	d->st->total_time_ms = (now_ns() - d->t_start) / 1000000;
+	if (d->fn)
+		d->fn(&ev, d->opaque);
+}
+
+static int fail(struct dest *d, enum mig_failure why, int err)
+{
+	if (!d->st->failure) {
+		d->st->failure = why;
+		d->st->error = err;
+	}
+	return err;
+}
+
+/*
+ * Next message from the source.  The source sends at least a PROGRESS a
+ * second while it works, so silence longer than peer_timeout_ms means it
+ * is gone even if no transport error says so.
+ */
+static int recv_msg(struct dest *d, struct peer_msg *m)
+{
+	uint64_t deadline = now_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
+
+	for (;;) {
+		struct xport_completion c;
+		int r = xport_poll(d->conn, &c, 1);
+
+		if (r < 0)
+			return fail(d, MIG_FAIL_PEER, r);
+		if (r == 1 && c.status)
+			return fail(d, MIG_FAIL_PEER, c.status);
+		if (r == 1 && c.op == XPORT_OP_RECV) {
+			r = peer_msg_decode(c.data, c.len, m);
+			if (r < 0)
+				return fail(d, MIG_FAIL_PROTOCOL, r);
+			if (m->type == PEER_MSG_FAIL)
+				return fail(d, MIG_FAIL_PEER, m->u.error ? -m->u.error : -EIO);
+			return 0;
+		}
+		if (r == 1)
+			continue; /* our own sends completing */
+		if (d->cfg->cancel && *d->cfg->cancel)
+			return fail(d, MIG_FAIL_CANCELLED, -ECANCELED);
+		if (now_ns() > deadline)
+			return fail(d, MIG_FAIL_PEER, -ETIMEDOUT);
+		xport_wait(d->conn, 100);
+	}
+}
+
+static int send_msg(struct dest *d, const struct peer_msg *m, unsigned flags)
+{
+	uint8_t buf[PEER_MAX_MSG];
+	size_t len = peer_msg_encode(m, buf);
+
+	for (;;) {
+		struct xport_completion c;
+		int r = xport_send_copy(d->conn, 0, buf, len, 0, flags);
+
+		if (r != -EAGAIN)
+			return r < 0 ? fail(d, MIG_FAIL_PEER, r) : 0;
+		r = xport_poll(d->conn, &c, 1);
+		if (r < 0)
+			return fail(d, MIG_FAIL_PEER, r);
+	}
+}
+
+/* The source's layout must match the owner's blocks exactly. */
+static int check_layout(struct dest *d)
+{
+	struct peer_msg m;
+	int r = recv_msg(d, &m);
+
+	if (r < 0)
+		return r;
+	if (m.type != PEER_MSG_LAYOUT)
+		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+	if (m.u.layout.nblocks != d->owner->nblocks)
+		return fail(d, MIG_FAIL_SETUP, -EBADMSG);
+	d->flags = m.u.layout.flags;
+	for (unsigned bi = 0; bi < d->owner->nblocks; bi++) {
+		const struct owner_block *mine = &d->owner->blocks[bi].info;
+
+		r = recv_msg(d, &m);
+		if (r < 0)
+			return r;
+		if (m.type != PEER_MSG_BLOCK || m.u.block.index != bi)
+			return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+		if (m.u.block.size != mine->size || m.u.block.page_size != mine->page_size ||
+		    strcmp(m.u.block.name, mine->name) != 0)
+			return fail(d, MIG_FAIL_SETUP, -EBADMSG);
+	}
+	return 0;
+}
+
+static int offer_regions(struct dest *d)
+{
+	for (unsigned bi = 0; bi < d->owner->nblocks; bi++) {
+		struct owner_ram_block *ram = &d->owner->blocks[bi];
+		struct peer_msg m = { .type = PEER_MSG_REGION, .u.region.index = bi };
+		int r = xport_mr_reg(d->conn, ram->addr, ram->info.size,
+				     XPORT_ACCESS_REMOTE_WRITE, &d->mrs[bi]);
+
+		if (r < 0)
+			return fail(d, MIG_FAIL_SETUP, r);
+		xport_mr_describe(d->mrs[bi], m.u.region.desc);
+		r = send_msg(d, &m, 0);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int setup(struct dest *d)
+{
+	int r = xport_listen(&d->cfg->xopts, d->cfg->host, d->cfg->port, &d->listener);
+
+	if (r < 0)
+		return fail(d, MIG_FAIL_SETUP, r);
+	r = owner_session_open(d->cfg->owner_path, OWNER_ROLE_DEST,
+			       d->cfg->owner_timeout_ms, &d->owner);
+	if (r < 0)
+		return fail(d, MIG_FAIL_OWNER, r);
+	d->st->ram_total = d->owner->ram_bytes;
+	emit(d, MIG_EV_LISTENING);
+	/* Accept in slices so a signal can cancel the wait. */
+	do {
+		r = xport_accept(d->listener, 500, &d->conn);
+		if (r == -ETIMEDOUT && d->cfg->cancel && *d->cfg->cancel)
+			return fail(d, MIG_FAIL_CANCELLED, -ECANCELED);
+	} while (r == -ETIMEDOUT);
+	if (r < 0)
+		return fail(d, MIG_FAIL_PEER, r);
+	xport_listener_close(g_steal_pointer(&d->listener));
+	d->t_start = now_ns();
+	d->st->transport = xport_conn_kind(d->conn);
+	d->st->channels = xport_conn_channels(d->conn);
+	r = check_layout(d);
+	if (r == 0)
+		r = offer_regions(d);
+	if (r == 0) {
+		d->st->status = "active";
+		d->st->setup_time_ms = (now_ns() - d->t_start) / 1000000;
+		emit(d, MIG_EV_SETUP_DONE);
+	}
+	return r;
+}
+
+/* Until every channel has said DONE. */
+static int receive_pages(struct dest *d)
+{
+	uint32_t done_mask = 0, all = (1u << d->st->channels) - 1;
+
+	while (done_mask != all) {
+		struct peer_msg m;
+		int r = recv_msg(d, &m);
+
+		if (r < 0)
+			return r;
+		switch (m.type) {
+		case PEER_MSG_PROGRESS:
+			d->st->rounds = m.u.progress.round;
+			d->st->ram_transferred = m.u.progress.bytes;
+			emit(d, MIG_EV_PROGRESS);
+			break;
+		case PEER_MSG_DONE:
+			if (m.u.done.channel >= d->st->channels ||
+			    (done_mask & (1u << m.u.done.channel)))
+				return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+			done_mask |= 1u << m.u.done.channel;
+			d->st->rounds = m.u.done.rounds;
+			d->st->ram_transferred = m.u.done.bytes;
+			break;
+		default:
+			return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+		}
+	}
+	return 0;
+}
+
+static int finish(struct dest *d)
+{
+	struct peer_msg m = { .type = PEER_MSG_READY };
+	int r;
+
+	d->st->status = "device";
+	if (d->flags & PEER_FLAG_VERIFY) {
+		m.type = PEER_MSG_HASHES;
+		m.u.hashes.nblocks = d->owner->nblocks;
+		for (unsigned bi = 0; bi < d->owner->nblocks; bi++)
+			m.u.hashes.hash[bi] = XXH3_64bits(d->owner->blocks[bi].addr,
+							  d->owner->blocks[bi].info.size);
+	}
+	r = send_msg(d, &m, 0);
+	if (r == 0)
+		r = recv_msg(d, &m);
+	if (r < 0)
+		return r;
+	if (m.type != PEER_MSG_COMMIT)
+		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+	/* From here the guest is ours: tell the owner before acknowledging. */
+	r = owner_session_finish(d->owner, OWNER_MSG_COMPLETED, 0);
+	if (r < 0)
+		return fail(d, MIG_FAIL_OWNER, r);
+	m.type = PEER_MSG_COMMITTED;
+	r = send_msg(d, &m, 0);
+	/*
+	 * The source hangs up once it has read COMMITTED.  Closing first could
+	 * reset a tcp connection and destroy COMMITTED unread, leaving both
+	 * sides believing they own the guest.
+	 */
+	for (int i = 0; r == 0 && i < 100; i++) {
+		struct xport_completion c;
+
+		if (xport_poll(d->conn, &c, 1) < 0)
+			break;
+		xport_wait(d->conn, 100);
+	}
+	return 0;
+}
+
+int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
+		 struct mig_stats *ret_stats)
+{
+	struct dest d = { .cfg = cfg, .fn = fn, .opaque = opaque, .st = ret_stats };
+	bool committed = false;
+	int r;
+
+	memset(ret_stats, 0, sizeof(*ret_stats));
+	ret_stats->status = "setup";
+	d.t_start = now_ns();
+	r = setup(&d);
+	if (r == 0)
+		r = receive_pages(&d);
+	if (r == 0) {
+		r = finish(&d);
+		committed = r == 0;
+	}
+	if (committed) {
+		ret_stats->status = "completed";
+		emit(&d, MIG_EV_COMPLETED);
+	} else {
+		struct peer_msg m = { .type = PEER_MSG_FAIL, .u.error = -r };
+		uint8_t buf[PEER_MAX_MSG];
+
+		if (d.conn && !xport_conn_error(d.conn))
+			xport_send_copy(d.conn, 0, buf, peer_msg_encode(&m, buf), 0, 0);
+		/* The owner discards what arrived. */
+		if (d.owner)
+			owner_session_finish(d.owner, OWNER_MSG_ABORT, r);
+		ret_stats->status = "failed";
+		emit(&d, MIG_EV_FAILED);
+	}
+	for (unsigned bi = 0; bi < OWNER_MAX_BLOCKS; bi++)
+		xport_mr_dereg(d.mrs[bi]);
+	xport_conn_close(d.conn);
+	xport_listener_close(d.listener);
+	owner_session_close(d.owner);
+	return r;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The live-migration engine: pre-copy of guest RAM from a source memory
+ * owner to a destination memory owner, by RDMA WRITE (or tcp frames) from
+ * source RAM straight into destination RAM.
+ *
+ * mig_send() and mig_incoming() run one migration each, blocking, and
+ * report progress through a callback; they never log.  On any failure the
+ * source owner is told RESUME (its guest keeps running, its memory
+ * untouched: the engine maps it read-only) and the destination owner ABORT.
+ */
+#ifndef VRDMA_MIGRATE_H
+#define VRDMA_MIGRATE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "converge.h"
+#include "xport.h"
+
+struct mig_cfg {
+	const char *owner_path;
+	const char *host; /* send: destination; incoming: address to listen on */
+	const char *port;
+	struct xport_opts xopts;
+	struct converge_cfg converge;
+	uint64_t max_bandwidth; /* bytes/s, 0 = unlimited */
+	bool verify;            /* compare per-block hashes at the end */
+	int owner_timeout_ms;   /* owner replies */
+	int peer_timeout_ms;    /* silence from the peer before giving up */
+	const volatile sig_atomic_t *cancel; /* set by a signal handler */
+};
+
+void mig_cfg_default(struct mig_cfg *cfg);
+
+/* Why a migration failed: the CLI maps these to exit codes. */
+enum mig_failure {
+	MIG_FAIL_NONE = 0,
+	MIG_FAIL_OWNER,    /* the memory owner misbehaved or went away */
+	MIG_FAIL_PEER,     /* transport error, peer gone, timeout */
+	MIG_FAIL_PROTOCOL, /* the peer sent something malformed or out of turn */
+	MIG_FAIL_VERIFY,   /* hashes differ */
+	MIG_FAIL_CANCELLED,
+	MIG_FAIL_SETUP,    /* layouts differ, registration failed, ... */
+};
+
+/* Shaped like QEMU's query-migrate. */
+struct mig_stats {
+	const char *status; /* "setup", "active", "device" (stop-and-copy), "completed", "failed" */
+	enum xport_kind transport;
+	unsigned channels;
+	uint64_t total_time_ms, setup_time_ms, downtime_ms;
+	uint64_t expected_downtime_ms;
+	uint64_t ram_total;       /* bytes */
+	uint64_t ram_transferred; /* bytes on the wire (payload) */
+	uint64_t ram_remaining;   /* dirty bytes at the last sync */
+	uint64_t duplicate;       /* zero pages skipped */
+	uint64_t normal;          /* pages sent */
+	uint64_t normal_bytes;
+	uint64_t dirty_sync_count;
+	uint64_t rounds;
+	double mbps;              /* of the last round, megabits/s as QEMU */
+	double pages_per_second;
+	double dirty_pages_rate;  /* pages/s dirtied, last round */
+	unsigned throttle_percent;
+	bool forced;              /* stop-and-copy because of the round cap */
+	enum mig_failure failure;
+	int error;                /* -errno when failed */
+};
+
+enum mig_event_type {
+	MIG_EV_LISTENING,  /* incoming: waiting for the source */
+	MIG_EV_SETUP_DONE,
+	MIG_EV_ROUND,      /* a dirty sync happened; stats updated */
+	MIG_EV_PROGRESS,   /* about once a second while sending */
+	MIG_EV_THROTTLE,
+	MIG_EV_STOP_COPY,
+	MIG_EV_COMPLETED,
+	MIG_EV_FAILED,
+};
+
+struct mig_event {
+	enum mig_event_type type;
+	const struct mig_stats *stats;
+};
+
+typedef void (*mig_event_fn)(const struct mig_event *ev, void *opaque);
+
+int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
+	     struct mig_stats *ret_stats);
+int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
+		 struct mig_stats *ret_stats);
+
+#endif

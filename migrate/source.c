@@ -1,0 +1,625 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Source side of a migration.
+ *
+ * Pages travel as WRITEs from the (read-only) mapping of source RAM into
+ * the destination's registered RAM, built from runs of dirty bits and cut at
+ * 1 MiB stripes.  A stripe always rides the same channel: requests on one
+ * channel are carried out in order, so a page re-sent in a later round can
+ * never be overtaken by its older copy on another channel.  That holds for
+ * tcp too, where a "completion" only means the bytes left this host.
+ */
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "bitmap.h"
+#include "migrate.h"
+#include "owner.h"
+#include "peer-proto.h"
+#include "util.h"
+
+#define STRIPE (1ull << 20)
+#define POST_BATCH 16
+#define PROGRESS_NS 1000000000ull
+#define MARK_COOKIE UINT64_MAX
+#define MAX_RUN_PAGES (STRIPE / OWNER_MIN_PAGE)
+
+struct src_block {
+	struct owner_ram_block *ram;
+	struct xport_mr *mr;
+	struct xport_remote remote;
+};
+
+struct source {
+	const struct mig_cfg *cfg;
+	mig_event_fn fn;
+	void *opaque;
+	struct mig_stats *st;
+	struct owner_session *owner;
+	struct xport_conn *conn;
+	struct src_block blocks[OWNER_MAX_BLOCKS];
+	unsigned nblocks;
+	unsigned unflushed;
+	uint64_t t_start, t_progress, t_sync;
+	uint64_t bw_start_ns, bw_bytes; /* --max-bandwidth token bucket */
+	double last_bandwidth;          /* bytes/s of the last round */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void emit(struct source *s, enum mig_event_type type)
+{
+	struct mig_event ev = { .type = type, .stats = s->st };
+
+	s->st->total_time_ms = (now_ns() - s->t_start) / 1000000;
+	if (s->fn)
+		s->fn(&ev, s->opaque);
+}
+
+/* Records why we fail, once; returns err for tail calls. */
+static int fail(struct source *s, enum mig_failure why, int err)
+{
+	if (!s->st->failure) {
+		s->st->failure = why;
+		s->st->error = err;
+	}
+	return err;
+}
+
+static int peer_fail(struct source *s, int err)
+{
+	return fail(s, err == -EBADMSG || err == -EPROTO ? MIG_FAIL_PROTOCOL : MIG_FAIL_PEER, err);
+}
+
+static int check_cancel(struct source *s)
+{
+	if (s->cfg->cancel && *s->cfg->cancel)
+		return fail(s, MIG_FAIL_CANCELLED, -ECANCELED);
+	return 0;
+}
+
+/* Reaps completions; returns how many drain marks came back. */
+static int reap(struct source *s, unsigned *ret_marks)
+{
+	struct xport_completion comp[64];
+	int n = xport_poll(s->conn, comp, ARRAY_SIZE(comp));
+
+	if (n < 0)
+		return peer_fail(s, n);
+	for (int i = 0; i < n; i++) {
+		if (comp[i].status)
+			return peer_fail(s, comp[i].status);
+		if (comp[i].op == XPORT_OP_RECV) {
+			/* Unasked, the destination only ever says it gives up. */
+			struct peer_msg m;
+
+			if (peer_msg_decode(comp[i].data, comp[i].len, &m) == 0 &&
+			    m.type == PEER_MSG_FAIL)
+				return fail(s, MIG_FAIL_PEER, m.u.error ? -m.u.error : -EIO);
+			return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+		}
+		if (comp[i].cookie == MARK_COOKIE && ret_marks)
+			(*ret_marks)++;
+	}
+	return 0;
+}
+
+/* Posts wr, reaping completions while the channel is full: never forever. */
+static int post(struct source *s, const struct xport_wr *wr)
+{
+	uint64_t deadline = 0;
+	unsigned spins = 0;
+
+	for (;;) {
+		int r = xport_post(s->conn, wr);
+
+		if (r != -EAGAIN)
+			return r < 0 ? peer_fail(s, r) : 0;
+		if (!deadline)
+			deadline = now_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
+		else if (now_ns() > deadline)
+			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
+		r = xport_flush(s->conn);
+		if (r == 0)
+			r = reap(s, NULL);
+		if (r == 0)
+			r = check_cancel(s);
+		if (r < 0)
+			return r;
+		/* Busy-poll first (that is where the bandwidth is), then sleep. */
+		if (++spins > 256)
+			xport_wait(s->conn, 10);
+	}
+}
+
+static int peer_send(struct source *s, const struct peer_msg *m, unsigned channel)
+{
+	uint8_t buf[PEER_MAX_MSG];
+	size_t len = peer_msg_encode(m, buf);
+
+	uint64_t deadline = now_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
+
+	for (;;) {
+		int r = xport_send_copy(s->conn, channel, buf, len, 0, 0);
+
+		if (r != -EAGAIN)
+			return r < 0 ? peer_fail(s, r) : 0;
+		if (now_ns() > deadline)
+			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
+		r = reap(s, NULL);
+		if (r < 0)
+			return r;
+		xport_wait(s->conn, 10);
+	}
+}
+
+/* Waits for the destination's next message. */
+static int peer_recv(struct source *s, struct peer_msg *m)
+{
+	uint64_t deadline = now_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
+
+	for (;;) {
+		struct xport_completion c;
+		int r = xport_poll(s->conn, &c, 1);
+
+		if (r < 0)
+			return peer_fail(s, r);
+		if (r == 1 && c.status)
+			return peer_fail(s, c.status);
+		if (r == 1 && c.op == XPORT_OP_RECV) {
+			r = peer_msg_decode(c.data, c.len, m);
+			if (r < 0)
+				return fail(s, MIG_FAIL_PROTOCOL, r);
+			if (m->type == PEER_MSG_FAIL)
+				return fail(s, MIG_FAIL_PEER, m->u.error ? -m->u.error : -EIO);
+			return 0;
+		}
+		r = check_cancel(s);
+		if (r < 0)
+			return r;
+		if (now_ns() > deadline)
+			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
+		if (r == 0)
+			xport_wait(s->conn, 100);
+	}
+}
+
+/* Sleeps just enough to keep the average under --max-bandwidth. */
+static void rate_limit(struct source *s, uint64_t bytes)
+{
+	uint64_t max = s->cfg->max_bandwidth, due_ns;
+
+	if (!max)
+		return;
+	s->bw_bytes += bytes;
+	due_ns = s->bw_start_ns + (uint64_t)((double)s->bw_bytes / (double)max * 1e9);
+	while (now_ns() < due_ns) {
+		uint64_t left = due_ns - now_ns();
+		struct timespec ts = { .tv_sec = (time_t)(left / 1000000000ull),
+				       .tv_nsec = (long)(left % 1000000000ull) };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* A keepalive for the destination, and a progress event for the caller. */
+static int maybe_progress(struct source *s)
+{
+	struct peer_msg m = { .type = PEER_MSG_PROGRESS };
+	uint64_t t = now_ns();
+
+	if (t - s->t_progress < PROGRESS_NS)
+		return 0;
+	s->t_progress = t;
+	m.u.progress.round = s->st->rounds;
+	m.u.progress.bytes = s->st->ram_transferred;
+	emit(s, MIG_EV_PROGRESS);
+	return peer_send(s, &m, 0);
+}
+
+/* Sends bytes [off, off+len) of block bi, one WRITE per stripe piece. */
+static int send_range(struct source *s, unsigned bi, uint64_t off, uint64_t len)
+{
+	struct src_block *b = &s->blocks[bi];
+	unsigned channels = s->st->channels;
+
+	while (len) {
+		uint64_t piece = MIN(len, (off / STRIPE + 1) * STRIPE - off);
+		struct xport_sge sg = { .mr = b->mr, .offset = off, .len = (uint32_t)piece };
+		struct xport_wr wr = {
+			.op = XPORT_OP_WRITE,
+			.channel = (unsigned)((off / STRIPE + bi) % channels),
+			.flags = XPORT_F_MORE,
+			.sg = &sg, .nsg = 1,
+			.remote = &b->remote, .remote_offset = off,
+		};
+		int r;
+
+		rate_limit(s, piece);
+		r = post(s, &wr);
+		if (r < 0)
+			return r;
+		if (++s->unflushed >= POST_BATCH) {
+			s->unflushed = 0;
+			r = xport_flush(s->conn);
+			if (r == 0)
+				r = reap(s, NULL);
+			if (r < 0)
+				return peer_fail(s, r);
+		}
+		s->st->ram_transferred += piece;
+		off += piece;
+		len -= piece;
+	}
+	return maybe_progress(s);
+}
+
+static int send_pages(struct source *s, unsigned bi, size_t first, size_t n)
+{
+	uint64_t ps = s->blocks[bi].ram->info.page_size;
+
+	s->st->normal += n;
+	s->st->normal_bytes += n * ps;
+	return send_range(s, bi, first * ps, n * ps);
+}
+
+/* Round 0: every page except the zero ones (the destination starts zeroed). */
+static int send_all_nonzero(struct source *s)
+{
+	for (unsigned bi = 0; bi < s->nblocks; bi++) {
+		struct owner_ram_block *ram = s->blocks[bi].ram;
+		size_t ps = ram->info.page_size, p = 0;
+
+		while (p < ram->npages) {
+			size_t start;
+			int r;
+
+			if (page_is_zero(ram->addr + p * ps, ps)) {
+				s->st->duplicate++;
+				p++;
+				continue;
+			}
+			start = p;
+			while (p < ram->npages && p - start < MAX_RUN_PAGES &&
+			       !page_is_zero(ram->addr + p * ps, ps))
+				p++;
+			r = send_pages(s, bi, start, p - start);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+static uint64_t dirty_bytes(const struct source *s)
+{
+	uint64_t bytes = 0;
+
+	for (unsigned bi = 0; bi < s->nblocks; bi++) {
+		const struct owner_ram_block *ram = s->blocks[bi].ram;
+
+		bytes += bitmap_count(ram->dirty, ram->npages) * ram->info.page_size;
+	}
+	return bytes;
+}
+
+/* Sends every page whose bit is set, clearing the bits as it goes. */
+static int send_dirty(struct source *s)
+{
+	for (unsigned bi = 0; bi < s->nblocks; bi++) {
+		struct owner_ram_block *ram = s->blocks[bi].ram;
+		size_t p = 0, n;
+
+		while ((p = bitmap_next_run(ram->dirty, ram->npages, p, MAX_RUN_PAGES, &n)) <
+		       ram->npages) {
+			int r;
+
+			bitmap_clear_range(ram->dirty, p, n);
+			r = send_pages(s, bi, p, n);
+			if (r < 0)
+				return r;
+			p += n;
+		}
+	}
+	return 0;
+}
+
+/* Waits until every write posted so far has completed, on every channel. */
+static int drain(struct source *s)
+{
+	uint64_t deadline = now_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
+	unsigned channels = s->st->channels, marks = 0;
+	int r;
+
+	for (unsigned ch = 0; ch < channels; ch++) {
+		/* An empty signalled WRITE completes after everything before it. */
+		struct xport_wr wr = {
+			.op = XPORT_OP_WRITE, .channel = ch, .flags = XPORT_F_SIGNAL,
+			.cookie = MARK_COOKIE, .remote = &s->blocks[0].remote,
+		};
+
+		r = post(s, &wr);
+		if (r < 0)
+			return r;
+	}
+	s->unflushed = 0;
+	while (marks < channels) {
+		r = reap(s, &marks);
+		if (r == 0)
+			r = check_cancel(s);
+		if (r < 0)
+			return r;
+		if (now_ns() > deadline)
+			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
+		if (marks < channels)
+			xport_wait(s->conn, 100);
+	}
+	return 0;
+}
+
+static int sync_dirty(struct source *s)
+{
+	uint64_t t = now_ns();
+	int r = owner_session_sync(s->owner, s->st->dirty_sync_count, s->cfg->owner_timeout_ms);
+	uint64_t pages = 0;
+
+	if (r < 0)
+		return fail(s, MIG_FAIL_OWNER, r);
+	s->st->dirty_sync_count++;
+	s->st->ram_remaining = dirty_bytes(s);
+	for (unsigned bi = 0; bi < s->nblocks; bi++)
+		pages += bitmap_count(s->blocks[bi].ram->dirty, s->blocks[bi].ram->npages);
+	if (t > s->t_sync)
+		s->st->dirty_pages_rate = (double)pages / ((double)(t - s->t_sync) / 1e9);
+	s->t_sync = t;
+	return 0;
+}
+
+/* One pre-copy round: send, wait for it to land, measure. */
+static int run_round(struct source *s, bool first)
+{
+	uint64_t t0 = now_ns(), bytes0 = s->st->ram_transferred, pages0 = s->st->normal;
+	double secs;
+	int r = first ? send_all_nonzero(s) : send_dirty(s);
+
+	if (r == 0)
+		r = drain(s);
+	if (r < 0)
+		return r;
+	secs = (double)(now_ns() - t0) / 1e9;
+	s->st->rounds++;
+	if (secs > 0 && s->st->ram_transferred > bytes0) {
+		s->last_bandwidth = (double)(s->st->ram_transferred - bytes0) / secs;
+		s->st->mbps = s->last_bandwidth * 8 / 1e6;
+		s->st->pages_per_second = (double)(s->st->normal - pages0) / secs;
+	}
+	return 0;
+}
+
+static int precopy(struct source *s)
+{
+	struct converge_state cs = { 0 };
+	int r;
+
+	/* Start dirty tracking, then send everything once. */
+	r = sync_dirty(s);
+	if (r == 0) {
+		for (unsigned bi = 0; bi < s->nblocks; bi++)
+			bitmap_clear_range(s->blocks[bi].ram->dirty, 0, s->blocks[bi].ram->npages);
+		s->st->status = "active";
+		r = run_round(s, true);
+	}
+	while (r == 0) {
+		uint64_t expect_ns;
+		enum converge_action a;
+
+		r = sync_dirty(s);
+		if (r < 0)
+			break;
+		a = converge_decide(&s->cfg->converge, &cs, s->st->ram_remaining,
+				    s->last_bandwidth, &expect_ns);
+		s->st->expected_downtime_ms = expect_ns == UINT64_MAX ? UINT64_MAX
+								      : expect_ns / 1000000;
+		emit(s, MIG_EV_ROUND);
+		if (a == CONVERGE_STOP_COPY || a == CONVERGE_FORCED) {
+			s->st->forced = a == CONVERGE_FORCED;
+			return 0;
+		}
+		if (a == CONVERGE_THROTTLE && owner_session_throttle(s->owner, cs.throttle) == 0) {
+			s->st->throttle_percent = cs.throttle;
+			emit(s, MIG_EV_THROTTLE);
+		}
+		r = run_round(s, false);
+	}
+	return r;
+}
+
+static uint64_t block_hash(const struct owner_ram_block *ram)
+{
+	return XXH3_64bits(ram->addr, ram->info.size);
+}
+
+/* Guest stopped: last dirty pages, DONE everywhere, verify, commit. */
+static int stop_and_copy(struct source *s)
+{
+	struct peer_msg m = { .type = PEER_MSG_DONE };
+	uint64_t t_stop = now_ns();
+	int r;
+
+	s->st->status = "device";
+	emit(s, MIG_EV_STOP_COPY);
+	r = owner_session_stop(s->owner, s->cfg->owner_timeout_ms);
+	if (r < 0)
+		return fail(s, MIG_FAIL_OWNER, r);
+	r = sync_dirty(s);
+	if (r == 0)
+		r = run_round(s, false);
+	for (unsigned ch = 0; r == 0 && ch < s->st->channels; ch++) {
+		m.u.done.channel = ch;
+		m.u.done.rounds = s->st->rounds;
+		m.u.done.bytes = s->st->ram_transferred;
+		r = peer_send(s, &m, ch);
+	}
+	if (r == 0)
+		r = peer_recv(s, &m);
+	if (r < 0)
+		return r;
+	if (s->cfg->verify) {
+		if (m.type != PEER_MSG_HASHES || m.u.hashes.nblocks != s->nblocks)
+			return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+		for (unsigned bi = 0; bi < s->nblocks; bi++)
+			if (block_hash(s->blocks[bi].ram) != m.u.hashes.hash[bi])
+				return fail(s, MIG_FAIL_VERIFY, -EILSEQ);
+	} else if (m.type != PEER_MSG_READY) {
+		return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+	}
+	m.type = PEER_MSG_COMMIT;
+	r = peer_send(s, &m, 0);
+	if (r == 0)
+		r = peer_recv(s, &m);
+	if (r == 0 && m.type != PEER_MSG_COMMITTED)
+		r = fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+	s->st->downtime_ms = (now_ns() - t_stop) / 1000000;
+	return r;
+}
+
+/* Tells the destination our layout; learns where each block may go. */
+static int exchange_layout(struct source *s)
+{
+	struct peer_msg m = {
+		.type = PEER_MSG_LAYOUT,
+		.u.layout = { .version = PEER_PROTO_VERSION, .nblocks = s->nblocks,
+			      .flags = s->cfg->verify ? PEER_FLAG_VERIFY : 0 },
+	};
+	int r = peer_send(s, &m, 0);
+
+	for (unsigned bi = 0; r == 0 && bi < s->nblocks; bi++) {
+		const struct owner_block *info = &s->blocks[bi].ram->info;
+
+		m.type = PEER_MSG_BLOCK;
+		m.u.block.index = bi;
+		m.u.block.page_size = info->page_size;
+		m.u.block.size = info->size;
+		memcpy(m.u.block.name, info->name, OWNER_NAME_MAX);
+		r = peer_send(s, &m, 0);
+	}
+	for (unsigned bi = 0; r == 0 && bi < s->nblocks; bi++) {
+		struct src_block *b = &s->blocks[bi];
+
+		r = peer_recv(s, &m);
+		if (r < 0)
+			return r;
+		if (m.type != PEER_MSG_REGION || m.u.region.index != bi)
+			return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+		r = xport_remote_import(s->conn, m.u.region.desc, XPORT_REGION_DESC_SIZE,
+					&b->remote);
+		if (r < 0)
+			return fail(s, MIG_FAIL_PROTOCOL, r);
+		/* The destination's region must hold the whole block, writable. */
+		if (b->remote.len < b->ram->info.size ||
+		    !(b->remote.access & XPORT_ACCESS_REMOTE_WRITE))
+			return fail(s, MIG_FAIL_SETUP, -EBADMSG);
+	}
+	return r;
+}
+
+/*
+ * Source RAM is mapped read-only.  Some kernels (Linux 6.1 with rdma_rxe)
+ * refuse to pin a read-only shared mapping (-EFAULT); then the mapping is
+ * made writable for the registration's sake only: the region is still
+ * registered without local write access, so the device cannot write it.
+ */
+static int register_block(struct source *s, struct src_block *b)
+{
+	int r = xport_mr_reg(s->conn, b->ram->addr, b->ram->info.size,
+			     XPORT_ACCESS_LOCAL_READONLY, &b->mr);
+
+	if (r != -EFAULT)
+		return r;
+	if (mprotect(b->ram->addr, b->ram->info.size, PROT_READ | PROT_WRITE) < 0)
+		return -errno;
+	return xport_mr_reg(s->conn, b->ram->addr, b->ram->info.size,
+			    XPORT_ACCESS_LOCAL_READONLY, &b->mr);
+}
+
+static int setup(struct source *s)
+{
+	int r = owner_session_open(s->cfg->owner_path, OWNER_ROLE_SOURCE,
+				   s->cfg->owner_timeout_ms, &s->owner);
+
+	if (r < 0)
+		return fail(s, MIG_FAIL_OWNER, r);
+	s->nblocks = s->owner->nblocks;
+	s->st->ram_total = s->owner->ram_bytes;
+	r = xport_connect(&s->cfg->xopts, s->cfg->host, s->cfg->port, &s->conn);
+	if (r < 0)
+		return fail(s, MIG_FAIL_PEER, r);
+	s->st->transport = xport_conn_kind(s->conn);
+	s->st->channels = xport_conn_channels(s->conn);
+	for (unsigned bi = 0; bi < s->nblocks; bi++) {
+		struct src_block *b = &s->blocks[bi];
+
+		b->ram = &s->owner->blocks[bi];
+		r = register_block(s, b);
+		if (r < 0)
+			return fail(s, MIG_FAIL_SETUP, r);
+	}
+	r = exchange_layout(s);
+	if (r < 0)
+		return r;
+	s->st->setup_time_ms = (now_ns() - s->t_start) / 1000000;
+	emit(s, MIG_EV_SETUP_DONE);
+	return 0;
+}
+
+/* Best effort: the peer may already be gone. */
+static void tell_peer_failure(struct source *s)
+{
+	struct peer_msg m = { .type = PEER_MSG_FAIL, .u.error = -s->st->error };
+	uint8_t buf[PEER_MAX_MSG];
+
+	if (s->conn && !xport_conn_error(s->conn))
+		xport_send_copy(s->conn, 0, buf, peer_msg_encode(&m, buf), 0, 0);
+}
+
+int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
+	     struct mig_stats *ret_stats)
+{
+	struct source s = { .cfg = cfg, .fn = fn, .opaque = opaque, .st = ret_stats };
+	int r;
+
+	memset(ret_stats, 0, sizeof(*ret_stats));
+	ret_stats->status = "setup";
+	s.t_start = s.t_progress = s.t_sync = s.bw_start_ns = now_ns();
+	r = setup(&s);
+	if (r == 0)
+		r = precopy(&s);
+	if (r == 0)
+		r = stop_and_copy(&s);
+	if (r == 0) {
+		owner_session_finish(s.owner, OWNER_MSG_COMPLETED, 0);
+		ret_stats->status = "completed";
+		ret_stats->ram_remaining = 0;
+		emit(&s, MIG_EV_COMPLETED);
+	} else {
+		tell_peer_failure(&s);
+		/* Whatever happened, the source guest keeps running. */
+		if (s.owner)
+			owner_session_finish(s.owner, OWNER_MSG_RESUME, r);
+		ret_stats->status = "failed";
+		emit(&s, MIG_EV_FAILED);
+	}
+	xport_conn_close(s.conn);
+	owner_session_close(s.owner);
+	return r;
+}

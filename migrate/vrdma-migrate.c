@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vrdma-migrate: the command orchestration runs on both hosts.
+ *
+ *   vrdma-migrate incoming --listen HOST:PORT --owner SOCKET [options]
+ *   vrdma-migrate send --to HOST:PORT --owner SOCKET [options]
+ *
+ * Humans get a live progress line on a terminal; programs get --json:
+ * newline-delimited events and a final object shaped like QEMU's
+ * query-migrate.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "migrate.h"
+#include "xport-wire.h"
+
+enum exit_code {
+	EXIT_OK = 0,
+	EXIT_PEER = 1,
+	EXIT_USAGE = 2,
+	EXIT_OWNER = 3,
+	EXIT_VERIFY = 4,
+	EXIT_PROTOCOL = 5,
+	EXIT_CANCELLED = 6,
+	EXIT_SETUP = 7,
+};
+
+struct cli {
+	bool json;
+	bool tty;
+	bool incoming;
+	bool line_open;
+};
+
+static volatile sig_atomic_t cancelled;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	cancelled = 1;
+}
+
+static double mib(uint64_t bytes)
+{
+	return (double)bytes / (1024.0 * 1024.0);
+}
+
+static void add_stats(JsonBuilder *b, const struct mig_stats *st)
+{
+	json_builder_set_member_name(b, "status");
+	json_builder_add_string_value(b, st->status);
+	json_builder_set_member_name(b, "transport");
+	json_builder_add_string_value(b, xport_kind_name(st->transport));
+	json_builder_set_member_name(b, "channels");
+	json_builder_add_int_value(b, st->channels);
+	json_builder_set_member_name(b, "total-time");
+	json_builder_add_int_value(b, (gint64)st->total_time_ms);
+	json_builder_set_member_name(b, "setup-time");
+	json_builder_add_int_value(b, (gint64)st->setup_time_ms);
+	json_builder_set_member_name(b, "downtime");
+	json_builder_add_int_value(b, (gint64)st->downtime_ms);
+	if (st->expected_downtime_ms != UINT64_MAX) {
+		json_builder_set_member_name(b, "expected-downtime");
+		json_builder_add_int_value(b, (gint64)st->expected_downtime_ms);
+	}
+	json_builder_set_member_name(b, "cpu-throttle-percentage");
+	json_builder_add_int_value(b, st->throttle_percent);
+	json_builder_set_member_name(b, "ram");
+	json_builder_begin_object(b);
+#define RAM_INT(name, v)                                   \
+	do {                                               \
+		json_builder_set_member_name(b, name);     \
+		json_builder_add_int_value(b, (gint64)(v)); \
+	} while (0)
+	RAM_INT("transferred", st->ram_transferred);
+	RAM_INT("remaining", st->ram_remaining);
+	RAM_INT("total", st->ram_total);
+	RAM_INT("duplicate", st->duplicate);
+	RAM_INT("normal", st->normal);
+	RAM_INT("normal-bytes", st->normal_bytes);
+	RAM_INT("dirty-sync-count", st->dirty_sync_count);
+	RAM_INT("rounds", st->rounds);
+#undef RAM_INT
+	json_builder_set_member_name(b, "pages-per-second");
+	json_builder_add_double_value(b, st->pages_per_second);
+	json_builder_set_member_name(b, "mbps");
+	json_builder_add_double_value(b, st->mbps);
+	json_builder_set_member_name(b, "dirty-pages-rate");
+	json_builder_add_double_value(b, st->dirty_pages_rate);
+	json_builder_end_object(b);
+	if (st->error) {
+		json_builder_set_member_name(b, "error-desc");
+		json_builder_add_string_value(b, strerror(-st->error));
+	}
+}
+
+static const char *event_name(enum mig_event_type t)
+{
+	static const char *const names[] = {
+		[MIG_EV_LISTENING] = "listening", [MIG_EV_SETUP_DONE] = "setup",
+		[MIG_EV_ROUND] = "round",         [MIG_EV_PROGRESS] = "progress",
+		[MIG_EV_THROTTLE] = "throttle",   [MIG_EV_STOP_COPY] = "stop-and-copy",
+		[MIG_EV_COMPLETED] = "completed", [MIG_EV_FAILED] = "failed",
+	};
+	return names[t];
+}
+
+static void print_json_event(const struct mig_event *ev)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonGenerator) gen = json_generator_new();
+	g_autoptr(JsonNode) root = NULL;
+	g_autofree char *text = NULL;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "event");
+	json_builder_add_string_value(b, event_name(ev->type));
+	add_stats(b, ev->stats);
+	json_builder_end_object(b);
+	root = json_builder_get_root(b);
+	json_generator_set_root(gen, root);
+	text = json_generator_to_data(gen, NULL);
+	printf("%s\n", text);
+	fflush(stdout);
+}
+
+static void print_progress(struct cli *cli, const struct mig_stats *st)
+{
+	char downtime[32] = "?";
+
+	if (st->expected_downtime_ms != UINT64_MAX)
+		snprintf(downtime, sizeof(downtime), "%llu ms",
+			 (unsigned long long)st->expected_downtime_ms);
+	if (cli->incoming)
+		fprintf(stderr, "\r\033[K round %llu  received %.1f MiB of %.1f MiB",
+			(unsigned long long)st->rounds, mib(st->ram_transferred),
+			mib(st->ram_total));
+	else
+		fprintf(stderr,
+			"\r\033[K round %llu  sent %.1f MiB  %.1f MiB/s  remaining %.1f MiB"
+			"  expected downtime %s  throttle %u%%",
+			(unsigned long long)st->rounds, mib(st->ram_transferred),
+			st->mbps * 1e6 / 8 / (1024.0 * 1024.0), mib(st->ram_remaining),
+			downtime, st->throttle_percent);
+	cli->line_open = true;
+}
+
+static void on_event(const struct mig_event *ev, void *opaque)
+{
+	struct cli *cli = opaque;
+
+	if (cli->json) {
+		print_json_event(ev);
+		return;
+	}
+	switch (ev->type) {
+	case MIG_EV_LISTENING:
+		log_info("waiting for the source (%.1f MiB of RAM offered)",
+			 mib(ev->stats->ram_total));
+		break;
+	case MIG_EV_SETUP_DONE:
+		log_info("connected over %s, %u channel(s), %.1f MiB of RAM",
+			 xport_kind_name(ev->stats->transport), ev->stats->channels,
+			 mib(ev->stats->ram_total));
+		break;
+	case MIG_EV_ROUND:
+	case MIG_EV_PROGRESS:
+		if (cli->tty)
+			print_progress(cli, ev->stats);
+		break;
+	case MIG_EV_THROTTLE:
+	case MIG_EV_STOP_COPY:
+		if (cli->tty)
+			print_progress(cli, ev->stats);
+		break;
+	case MIG_EV_COMPLETED:
+	case MIG_EV_FAILED:
+		if (cli->line_open)
+			fputc('\n', stderr);
+		cli->line_open = false;
+		break;
+	}
+}
+
+static void print_summary(const struct mig_stats *st)
+{
+	printf("status: %s\n", st->status);
+	printf("transport: %s, %u channel(s)\n", xport_kind_name(st->transport), st->channels);
+	printf("total time: %llu ms, setup: %llu ms, downtime: %llu ms\n",
+	       (unsigned long long)st->total_time_ms, (unsigned long long)st->setup_time_ms,
+	       (unsigned long long)st->downtime_ms);
+	printf("ram: total %.1f MiB, transferred %.1f MiB, zero pages skipped %llu, "
+	       "pages sent %llu, rounds %llu, dirty syncs %llu\n",
+	       mib(st->ram_total), mib(st->ram_transferred),
+	       (unsigned long long)st->duplicate, (unsigned long long)st->normal,
+	       (unsigned long long)st->rounds, (unsigned long long)st->dirty_sync_count);
+	if (st->throttle_percent)
+		printf("guest throttled up to %u%%\n", st->throttle_percent);
+	if (st->forced)
+		printf("note: round cap reached, stopped without meeting the downtime limit\n");
+}
+
+static int exit_code(const struct mig_stats *st)
+{
+	switch (st->failure) {
+	case MIG_FAIL_NONE: return EXIT_OK;
+	case MIG_FAIL_OWNER: return EXIT_OWNER;
+	case MIG_FAIL_PEER: return EXIT_PEER;
+	case MIG_FAIL_PROTOCOL: return EXIT_PROTOCOL;
+	case MIG_FAIL_VERIFY: return EXIT_VERIFY;
+	case MIG_FAIL_CANCELLED: return EXIT_CANCELLED;
+	case MIG_FAIL_SETUP: return EXIT_SETUP;
+	}
+	return EXIT_PEER;
+}
+
+static const char *failure_text(enum mig_failure f)
+{
+	switch (f) {
+	case MIG_FAIL_OWNER: return "memory owner";
+	case MIG_FAIL_PEER: return "peer or transport";
+	case MIG_FAIL_PROTOCOL: return "protocol violation by the peer";
+	case MIG_FAIL_VERIFY: return "verification: destination image differs";
+	case MIG_FAIL_CANCELLED: return "cancelled";
+	case MIG_FAIL_SETUP: return "setup";
+	default: return "unknown";
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: vrdma-migrate incoming --listen HOST:PORT --owner SOCKET [options]\n"
+		"       vrdma-migrate send --to HOST:PORT --owner SOCKET [options]\n"
+		"\n"
+		"Live-migrates guest RAM between two memory owners (QEMU or vrdma-guestsim).\n"
+		"\n"
+		"  --owner SOCKET        the memory owner's UNIX socket (required)\n"
+		"  --transport KIND      rdma, tcp or auto (default auto: rdma if a device exists)\n"
+		"  --channels N          QPs / connections (default 4, 1..16)\n"
+		"  --downtime-ms N       downtime limit for stop-and-copy (default 300)\n"
+		"  --max-bandwidth RATE  send: bytes/s, suffix K, M or G (x1024); default unlimited\n"
+		"  --max-rounds N        send: stop-and-copy after N rounds regardless (default 30)\n"
+		"  --verify              send: compare per-block xxh3 hashes at the end\n"
+		"  --timeout-ms N        give up after N ms of silence from the peer (default 30000)\n"
+		"  --json                newline-delimited JSON events on stdout\n"
+		"  -h, --help            this text\n"
+		"\n"
+		"Exit codes: 0 completed, 1 peer/transport failure or timeout, 2 usage,\n"
+		"3 memory owner failure, 4 verification mismatch, 5 peer protocol violation,\n"
+		"6 cancelled (SIGINT/SIGTERM), 7 setup (layouts differ, registration failed).\n"
+		"On any failure the source owner is told to resume and the destination\n"
+		"owner to discard what it received.\n");
+}
+
+static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < min || v > max)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+static int parse_rate(const char *s, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mult = 1;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		mult = 1ull << 10;
+	else if (*end == 'M' || *end == 'm')
+		mult = 1ull << 20;
+	else if (*end == 'G' || *end == 'g')
+		mult = 1ull << 30;
+	else if (*end)
+		return -EINVAL;
+	if (mult > 1 && end[1])
+		return -EINVAL;
+	if (v == 0 || v > UINT64_MAX / mult)
+		return -EINVAL;
+	*ret = v * mult;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cli)
+{
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "to", required_argument, NULL, 't' },
+		{ "owner", required_argument, NULL, 'o' },
+		{ "transport", required_argument, NULL, 'T' },
+		{ "channels", required_argument, NULL, 'c' },
+		{ "downtime-ms", required_argument, NULL, 'd' },
+		{ "max-bandwidth", required_argument, NULL, 'b' },
+		{ "max-rounds", required_argument, NULL, 'r' },
+		{ "verify", no_argument, NULL, 'v' },
+		{ "timeout-ms", required_argument, NULL, 'm' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *addr = NULL;
+	uint64_t v;
+	int opt;
+
+	if (argc < 2 || (strcmp(argv[1], "send") && strcmp(argv[1], "incoming"))) {
+		if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+			usage(stdout);
+			exit(EXIT_OK);
+		}
+		usage(stderr);
+		return -EINVAL;
+	}
+	cli->incoming = strcmp(argv[1], "incoming") == 0;
+	optind = 2;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		int r = 0;
+
+		switch (opt) {
+		case 'l':
+		case 't':
+			if ((opt == 'l') != cli->incoming) {
+				log_error("--%s belongs to '%s'", opt == 'l' ? "listen" : "to",
+					  opt == 'l' ? "incoming" : "send");
+				return -EINVAL;
+			}
+			addr = optarg;
+			break;
+		case 'o': cfg->owner_path = optarg; break;
+		case 'T': r = xport_kind_parse(optarg, &cfg->xopts.kind); break;
+		case 'c':
+			r = parse_uint(optarg, 1, XPORT_MAX_CHANNELS, &v);
+			cfg->xopts.channels = (unsigned)v;
+			break;
+		case 'd':
+			r = parse_uint(optarg, 1, 3600000, &v);
+			cfg->converge.downtime_limit_ns = v * 1000000;
+			break;
+		case 'b': r = parse_rate(optarg, &cfg->max_bandwidth); break;
+		case 'r':
+			r = parse_uint(optarg, 1, 100000, &v);
+			cfg->converge.max_rounds = (unsigned)v;
+			break;
+		case 'v': cfg->verify = true; break;
+		case 'm':
+			r = parse_uint(optarg, 100, 86400000, &v);
+			cfg->peer_timeout_ms = (int)v;
+			break;
+		case 'j': cli->json = true; break;
+		case 'h': usage(stdout); exit(EXIT_OK);
+		default: usage(stderr); return -EINVAL;
+		}
+		if (r < 0) {
+			log_error("invalid value '%s' for --%s", optarg,
+				  longopts[0].name ? "option" : "");
+			return r;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s'", argv[optind]);
+		return -EINVAL;
+	}
+	if (!addr || !cfg->owner_path) {
+		log_error("%s needs %s and --owner", argv[1], cli->incoming ? "--listen" : "--to");
+		return -EINVAL;
+	}
+	if (xport_parse_hostport(addr, (char **)&cfg->host, (char **)&cfg->port) < 0) {
+		log_error("bad address '%s': want HOST:PORT", addr);
+		return -EINVAL;
+	}
+	if (!cli->incoming && !*cfg->host) {
+		log_error("--to needs a host");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct cli cli = { 0 };
+	struct mig_stats st;
+	struct mig_cfg cfg;
+	int r;
+
+	log_init("vrdma-migrate", LOG_LVL_INFO);
+	mig_cfg_default(&cfg);
+	if (parse_args(argc, argv, &cfg, &cli) < 0)
+		return EXIT_USAGE;
+	cli.tty = isatty(STDERR_FILENO);
+	cfg.cancel = &cancelled;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	r = cli.incoming ? mig_incoming(&cfg, on_event, &cli, &st)
+			 : mig_send(&cfg, on_event, &cli, &st);
+	if (!cli.json) {
+		if (r < 0)
+			log_error("migration failed (%s): %s", failure_text(st.failure),
+				  strerror(-r));
+		print_summary(&st);
+	}
+	g_free((char *)cfg.host);
+	g_free((char *)cfg.port);
+	return exit_code(&st);
+}
