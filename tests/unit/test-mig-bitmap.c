@@ -1,0 +1,714 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests of migrate/bitmap.c: dirty-run extraction, counting, range
+ * updates and the zero-page test.
+ *
+ * Every test builds its own bitmap (heap block of exactly bitmap_words(nbits)
+ * words, so that AddressSanitizer reports reads past the last word) and
+ * compares with a plain bool-per-bit reference written here.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bitmap.h"
+
+#define RANDOM_SEED 0x243f6a8885a308d3ull
+#define RANDOM_MAPS 3000u
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void) /* splitmix64 */
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static size_t rnd_below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
+
+/* A zeroed bitmap of exactly bitmap_words(nbits) words (at least one). */
+static uint64_t *map_new(size_t nbits)
+{
+	size_t n = bitmap_words(nbits) ? bitmap_words(nbits) : 1;
+	uint64_t *w = calloc(n, sizeof(*w));
+
+	assert_non_null(w);
+	return w;
+}
+
+static void bit_set(uint64_t *w, size_t i) { w[i / 64] |= 1ull << (i % 64); }
+static bool bit_get(const uint64_t *w, size_t i) { return w[i / 64] >> (i % 64) & 1; }
+
+/* Sets every bit of the last word past nbits (they must be ignored). */
+static void set_garbage(uint64_t *w, size_t nbits)
+{
+	if (nbits % 64)
+		w[nbits / 64] |= ~0ull << (nbits % 64);
+}
+
+struct run {
+	size_t start, len;
+};
+
+static struct run next_run(const uint64_t *w, size_t nbits, size_t from,
+			   size_t max_len)
+{
+	struct run r = { .len = 0xdead };
+
+	r.start = bitmap_next_run(w, nbits, from, max_len, &r.len);
+	return r;
+}
+
+#define assert_run(w, nbits, from, max_len, want_start, want_len)            \
+	do {                                                                   \
+		struct run r_ = next_run((w), (nbits), (from), (max_len));     \
+		if (r_.start != (size_t)(want_start) ||                        \
+		    r_.len != (size_t)(want_len))                              \
+			fail_msg("next_run(nbits %zu, from %zu, max %zu): got "  \
+				 "(%zu, %zu), want (%zu, %zu)",                \
+				 (size_t)(nbits), (size_t)(from),              \
+				 (size_t)(max_len), r_.start, r_.len,          \
+				 (size_t)(want_start), (size_t)(want_len));    \
+	} while (0)
+
+/* ---- bitmap_next_run ---- */
+
+static void test_run_empty(void **state)
+{
+	static const size_t sizes[] = { 1, 63, 64, 65, 127, 128, 129, 200, 4096 };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t nbits = sizes[i];
+		uint64_t *w = map_new(nbits);
+
+		assert_run(w, nbits, 0, SIZE_MAX, nbits, 0);
+		assert_run(w, nbits, nbits / 2, SIZE_MAX, nbits, 0);
+		assert_run(w, nbits, nbits - 1, 1, nbits, 0);
+		assert_run(w, nbits, nbits, SIZE_MAX, nbits, 0);
+		assert_int_equal(bitmap_count(w, nbits), 0);
+		free(w);
+	}
+
+	/* No bits at all. */
+	uint64_t *w = map_new(0);
+	w[0] = ~0ull; /* past nbits: ignored */
+	assert_run(w, 0, 0, SIZE_MAX, 0, 0);
+	assert_int_equal(bitmap_count(w, 0), 0);
+	free(w);
+}
+
+static void test_run_full(void **state)
+{
+	static const size_t sizes[] = { 1, 2, 63, 64, 65, 128, 129, 200, 4096, 4097 };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t nbits = sizes[i];
+		uint64_t *w = map_new(nbits);
+
+		memset(w, 0xff, bitmap_words(nbits) * sizeof(*w)); /* garbage too */
+		assert_run(w, nbits, 0, SIZE_MAX, 0, nbits);
+		assert_run(w, nbits, nbits - 1, SIZE_MAX, nbits - 1, 1);
+		assert_run(w, nbits, nbits, SIZE_MAX, nbits, 0);
+		assert_run(w, nbits, 0, nbits, 0, nbits);
+		assert_int_equal(bitmap_count(w, nbits), nbits);
+		free(w);
+	}
+}
+
+static void test_run_single_bit(void **state)
+{
+	static const size_t sizes[] = { 1, 64, 65, 130, 192 };
+	(void)state;
+
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		size_t nbits = sizes[s];
+
+		for (size_t pos = 0; pos < nbits; pos++) {
+			uint64_t *w = map_new(nbits);
+
+			bit_set(w, pos);
+			assert_run(w, nbits, 0, SIZE_MAX, pos, 1);
+			assert_run(w, nbits, pos, SIZE_MAX, pos, 1);
+			assert_run(w, nbits, pos, 1, pos, 1);
+			assert_run(w, nbits, pos + 1, SIZE_MAX, nbits, 0);
+			if (pos)
+				assert_run(w, nbits, pos - 1, SIZE_MAX, pos, 1);
+			assert_int_equal(bitmap_count(w, nbits), 1);
+			free(w);
+		}
+	}
+}
+
+static void test_run_word_boundaries(void **state)
+{
+	(void)state;
+
+	/* 60..70 crosses the first word boundary. */
+	uint64_t *w = map_new(256);
+	bitmap_set_range(w, 60, 11);
+	assert_int_equal(w[0], 0xf000000000000000ull);
+	assert_int_equal(w[1], 0x7full);
+	assert_run(w, 256, 0, SIZE_MAX, 60, 11);
+	assert_run(w, 256, 64, SIZE_MAX, 64, 7);
+	assert_run(w, 256, 71, SIZE_MAX, 256, 0);
+	free(w);
+
+	/* 63..64: one bit on each side. */
+	w = map_new(256);
+	bit_set(w, 63);
+	bit_set(w, 64);
+	assert_run(w, 256, 0, SIZE_MAX, 63, 2);
+	free(w);
+
+	/* A run spanning three whole words and two partial ones. */
+	w = map_new(320);
+	bitmap_set_range(w, 10, 290); /* 10..299 */
+	assert_run(w, 320, 0, SIZE_MAX, 10, 290);
+	assert_run(w, 320, 128, SIZE_MAX, 128, 172);
+	free(w);
+
+	/* Two runs separated by exactly one clear bit at a boundary. */
+	w = map_new(256);
+	bitmap_set_range(w, 0, 256);
+	w[1] &= ~1ull; /* clear bit 64 */
+	assert_run(w, 256, 0, SIZE_MAX, 0, 64);
+	assert_run(w, 256, 64, SIZE_MAX, 65, 191);
+	free(w);
+
+	/* Runs starting exactly at a word boundary, after a fully clear word. */
+	w = map_new(256);
+	bitmap_set_range(w, 128, 64);
+	assert_run(w, 256, 0, SIZE_MAX, 128, 64);
+	assert_run(w, 256, 192, SIZE_MAX, 256, 0);
+	free(w);
+}
+
+static void test_run_ends_at_nbits(void **state)
+{
+	(void)state;
+
+	/* nbits a multiple of 64: the run ends with the last word. */
+	uint64_t *w = map_new(128);
+	bitmap_set_range(w, 100, 28);
+	assert_run(w, 128, 0, SIZE_MAX, 100, 28);
+	assert_run(w, 128, 127, SIZE_MAX, 127, 1);
+	free(w);
+
+	/* nbits inside a word, garbage set right after the last bit. */
+	w = map_new(100);
+	bitmap_set_range(w, 90, 10);
+	set_garbage(w, 100);
+	assert_run(w, 100, 0, SIZE_MAX, 90, 10);
+	assert_run(w, 100, 99, SIZE_MAX, 99, 1);
+	assert_int_equal(bitmap_count(w, 100), 10);
+	free(w);
+
+	/* One-word map ending at bit 64. */
+	w = map_new(64);
+	bitmap_set_range(w, 1, 63);
+	assert_run(w, 64, 0, SIZE_MAX, 1, 63);
+	free(w);
+
+	/* Run ending at nbits = 65, i.e. bit 0 of the second word. */
+	w = map_new(65);
+	bitmap_set_range(w, 60, 5);
+	set_garbage(w, 65);
+	assert_run(w, 65, 0, SIZE_MAX, 60, 5);
+	free(w);
+}
+
+static void test_run_garbage_ignored(void **state)
+{
+	static const size_t sizes[] = { 1, 5, 63, 65, 70, 100, 127, 129, 4001 };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t nbits = sizes[i];
+		uint64_t *w = map_new(nbits);
+
+		set_garbage(w, nbits); /* only bits past nbits are set */
+		assert_run(w, nbits, 0, SIZE_MAX, nbits, 0);
+		assert_run(w, nbits, nbits - 1, SIZE_MAX, nbits, 0);
+		assert_int_equal(bitmap_count(w, nbits), 0);
+		free(w);
+
+		/* And a real bit in front of the garbage. */
+		w = map_new(nbits);
+		set_garbage(w, nbits);
+		bit_set(w, nbits - 1);
+		assert_run(w, nbits, 0, SIZE_MAX, nbits - 1, 1);
+		assert_int_equal(bitmap_count(w, nbits), 1);
+		free(w);
+	}
+}
+
+static void test_run_max_len(void **state)
+{
+	(void)state;
+
+	/* 10..109: 100 bits, taken 30 at a time. */
+	uint64_t *w = map_new(200);
+	bitmap_set_range(w, 10, 100);
+	assert_run(w, 200, 0, 30, 10, 30);
+	assert_run(w, 200, 40, 30, 40, 30);
+	assert_run(w, 200, 70, 30, 70, 30);
+	assert_run(w, 200, 100, 30, 100, 10);
+	assert_run(w, 200, 110, 30, 200, 0);
+	/* max_len equal to the run, and one more. */
+	assert_run(w, 200, 0, 100, 10, 100);
+	assert_run(w, 200, 0, 101, 10, 100);
+	assert_run(w, 200, 0, 99, 10, 99);
+	assert_run(w, 200, 0, 1, 10, 1);
+	free(w);
+
+	/* A cut exactly at a word boundary, continued in the next word. */
+	w = map_new(256);
+	bitmap_set_range(w, 0, 256);
+	assert_run(w, 256, 0, 64, 0, 64);
+	assert_run(w, 256, 64, 64, 64, 64);
+	assert_run(w, 256, 128, 100, 128, 100);
+	assert_run(w, 256, 228, 100, 228, 28);
+	free(w);
+
+	/* Walking with max_len 1 visits every bit of a run. */
+	w = map_new(150);
+	bitmap_set_range(w, 60, 10);
+	bitmap_set_range(w, 140, 10);
+	set_garbage(w, 150);
+	size_t from = 0, visited = 0;
+	for (;;) {
+		struct run r = next_run(w, 150, from, 1);
+
+		if (r.start == 150) {
+			assert_int_equal(r.len, 0);
+			break;
+		}
+		assert_int_equal(r.len, 1);
+		assert_true(bit_get(w, r.start));
+		assert_true(r.start >= from);
+		visited++;
+		from = r.start + 1;
+	}
+	assert_int_equal(visited, 20);
+	free(w);
+}
+
+static void test_run_from_middle(void **state)
+{
+	(void)state;
+
+	uint64_t *w = map_new(300);
+	bitmap_set_range(w, 10, 100);  /* 10..109 */
+	bitmap_set_range(w, 200, 50);  /* 200..249 */
+	assert_run(w, 300, 50, SIZE_MAX, 50, 60);
+	assert_run(w, 300, 63, SIZE_MAX, 63, 47);
+	assert_run(w, 300, 64, SIZE_MAX, 64, 46);
+	assert_run(w, 300, 109, SIZE_MAX, 109, 1);
+	assert_run(w, 300, 110, SIZE_MAX, 200, 50);
+	assert_run(w, 300, 249, SIZE_MAX, 249, 1);
+	assert_run(w, 300, 250, SIZE_MAX, 300, 0);
+	assert_run(w, 300, 50, 5, 50, 5);
+	free(w);
+}
+
+/* ---- bitmap_count ---- */
+
+static void test_count(void **state)
+{
+	(void)state;
+
+	uint64_t *w = map_new(64);
+	w[0] = ~0ull;
+	assert_int_equal(bitmap_count(w, 64), 64);
+	assert_int_equal(bitmap_count(w, 1), 1);
+	assert_int_equal(bitmap_count(w, 63), 63);
+	free(w);
+
+	w = map_new(130);
+	w[0] = 0x8000000000000001ull;
+	w[1] = 0xffull;
+	w[2] = 0x3ull | 0xf0ull; /* bits 128, 129; 132..135 are garbage */
+	assert_int_equal(bitmap_count(w, 130), 2 + 8 + 2);
+	assert_int_equal(bitmap_count(w, 129), 2 + 8 + 1);
+	assert_int_equal(bitmap_count(w, 128), 2 + 8);
+	assert_int_equal(bitmap_count(w, 72), 2 + 8);
+	assert_int_equal(bitmap_count(w, 71), 2 + 7);
+	free(w);
+
+	w = map_new(1000);
+	set_garbage(w, 1000);
+	bitmap_set_range(w, 3, 500);
+	assert_int_equal(bitmap_count(w, 1000), 500);
+	free(w);
+}
+
+/* ---- bitmap_set_range / bitmap_clear_range ---- */
+
+static void test_set_clear_examples(void **state)
+{
+	(void)state;
+
+	uint64_t *w = map_new(192);
+	bitmap_set_range(w, 64, 64);
+	assert_int_equal(w[0], 0);
+	assert_int_equal(w[1], ~0ull);
+	assert_int_equal(w[2], 0);
+	free(w);
+
+	w = map_new(192);
+	bitmap_set_range(w, 60, 8);
+	assert_int_equal(w[0], 0xf000000000000000ull);
+	assert_int_equal(w[1], 0xfull);
+	assert_int_equal(w[2], 0);
+	free(w);
+
+	w = map_new(192);
+	bitmap_set_range(w, 3, 5);
+	assert_int_equal(w[0], 0xf8ull);
+	assert_int_equal(w[1], 0);
+	free(w);
+
+	w = map_new(192);
+	bitmap_set_range(w, 0, 192);
+	assert_int_equal(w[0], ~0ull);
+	assert_int_equal(w[1], ~0ull);
+	assert_int_equal(w[2], ~0ull);
+	free(w);
+
+	w = map_new(192);
+	bitmap_set_range(w, 7, 0);
+	bitmap_set_range(w, 64, 0);
+	assert_int_equal(w[0], 0);
+	assert_int_equal(w[1], 0);
+	free(w);
+
+	w = map_new(192);
+	bitmap_set_range(w, 63, 1);
+	bitmap_set_range(w, 127, 2);
+	assert_int_equal(w[0], 0x8000000000000000ull);
+	assert_int_equal(w[1], 0x8000000000000000ull);
+	assert_int_equal(w[2], 1);
+	free(w);
+
+	w = map_new(192);
+	memset(w, 0xff, 3 * sizeof(*w));
+	bitmap_clear_range(w, 63, 2);
+	assert_int_equal(w[0], 0x7fffffffffffffffull);
+	assert_int_equal(w[1], ~1ull);
+	assert_int_equal(w[2], ~0ull);
+	free(w);
+
+	w = map_new(192);
+	memset(w, 0xff, 3 * sizeof(*w));
+	bitmap_clear_range(w, 64, 64);
+	assert_int_equal(w[0], ~0ull);
+	assert_int_equal(w[1], 0);
+	assert_int_equal(w[2], ~0ull);
+	free(w);
+
+	w = map_new(192);
+	memset(w, 0xff, 3 * sizeof(*w));
+	bitmap_clear_range(w, 5, 180); /* 5..184 */
+	assert_int_equal(w[0], 0x1full);
+	assert_int_equal(w[1], 0);
+	assert_int_equal(w[2], ~0ull << 57);
+	free(w);
+
+	w = map_new(192);
+	memset(w, 0xff, 3 * sizeof(*w));
+	bitmap_clear_range(w, 0, 192);
+	assert_int_equal(w[0], 0);
+	assert_int_equal(w[1], 0);
+	assert_int_equal(w[2], 0);
+	free(w);
+}
+
+/* Every [first, first+len) of a 4-word map, on a random background. */
+static void test_set_clear_exhaustive(void **state)
+{
+	const size_t nbits = 256;
+	(void)state;
+
+	rng_state = RANDOM_SEED ^ 1;
+	for (size_t first = 0; first <= nbits; first++) {
+		for (size_t len = 0; first + len <= nbits; len++) {
+			uint64_t bg[4], *w;
+			bool set = rnd() & 1;
+
+			for (size_t i = 0; i < 4; i++)
+				bg[i] = rnd();
+			w = map_new(nbits);
+			memcpy(w, bg, sizeof(bg));
+			if (set)
+				bitmap_set_range(w, first, len);
+			else
+				bitmap_clear_range(w, first, len);
+			for (size_t i = 0; i < nbits; i++) {
+				bool want = i >= first && i < first + len ? set
+									  : bit_get(bg, i);
+
+				if (bit_get(w, i) != want)
+					fail_msg("%s_range(%zu, %zu): bit %zu is %d",
+						 set ? "set" : "clear", first, len,
+						 i, !want);
+			}
+			free(w);
+		}
+	}
+}
+
+/* ---- page_is_zero ---- */
+
+static void *zpage(size_t len)
+{
+	void *p = NULL;
+
+	/* posix_memalign: no size restriction, exact size for ASan. */
+	assert_int_equal(posix_memalign(&p, 4096, len), 0);
+	memset(p, 0, len);
+	return p;
+}
+
+/* A fresh zero page with byte `at` set to v. */
+static bool zero_with_byte(size_t len, size_t at, uint8_t v)
+{
+	uint8_t *p = zpage(len);
+	bool r;
+
+	p[at] = v;
+	r = page_is_zero(p, len);
+	free(p);
+	return r;
+}
+
+static void test_page_is_zero(void **state)
+{
+	static const size_t sizes[] = { 4096, 2u << 20 };
+	(void)state;
+
+	for (size_t s = 0; s < 2; s++) {
+		size_t len = sizes[s];
+		void *p = zpage(len);
+
+		assert_true(page_is_zero(p, len));
+		free(p);
+		assert_false(zero_with_byte(len, 0, 1));
+		assert_false(zero_with_byte(len, 0, 0x80));
+		assert_false(zero_with_byte(len, len - 1, 1));
+		assert_false(zero_with_byte(len, len - 1, 0x80));
+		assert_false(zero_with_byte(len, len / 2, 0x10));
+		assert_false(zero_with_byte(len, 511, 1));
+		assert_false(zero_with_byte(len, 512, 1));
+		assert_false(zero_with_byte(len, len - 512, 1));
+		assert_false(zero_with_byte(len, len - 513, 1));
+	}
+
+	/* Every byte position of a 4 KiB page. */
+	for (size_t at = 0; at < 4096; at++)
+		if (zero_with_byte(4096, at, (uint8_t)(1u << (at % 8))))
+			fail_msg("4096-byte page with byte %zu set reported zero", at);
+
+	/* Lengths that are not a multiple of the 512-byte block. */
+	static const size_t odd[] = { 8, 16, 504, 520, 4104 };
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		void *z = zpage(odd[i]);
+
+		assert_true(page_is_zero(z, odd[i]));
+		free(z);
+		assert_false(zero_with_byte(odd[i], odd[i] - 1, 1));
+		assert_false(zero_with_byte(odd[i], 0, 1));
+	}
+
+	/* A non-zero byte just past len is not looked at. */
+	uint8_t *q = zpage(8192);
+	q[4096] = 1;
+	assert_true(page_is_zero(q, 4096));
+	free(q);
+}
+
+/* ---- randomized cross-check ---- */
+
+/* Fills ref/w with one of several patterns, with random garbage past nbits. */
+static void random_map(bool *ref, uint64_t *w, size_t nbits)
+{
+	unsigned kind = (unsigned)rnd_below(5);
+
+	memset(ref, 0, nbits);
+	switch (kind) {
+	case 0: /* independent bits, random density */
+	case 1: {
+		unsigned pct = (unsigned)rnd_below(101);
+
+		for (size_t i = 0; i < nbits; i++)
+			ref[i] = rnd_below(100) < pct;
+		break;
+	}
+	case 2: /* runs of random lengths, some long */
+	case 3: {
+		size_t i = 0;
+		bool v = rnd() & 1;
+
+		while (i < nbits) {
+			size_t n = 1 + (rnd() & 1 ? rnd_below(8) : rnd_below(300));
+
+			for (size_t j = 0; j < n && i < nbits; j++)
+				ref[i++] = v;
+			v = !v;
+		}
+		break;
+	}
+	default: /* mostly set with a few holes, or all/none */
+		if (rnd_below(4) == 0) {
+			memset(ref, rnd() & 1, nbits);
+		} else {
+			memset(ref, 1, nbits);
+			for (size_t n = rnd_below(6); n; n--)
+				ref[rnd_below(nbits)] = false;
+		}
+		break;
+	}
+	memset(w, 0, bitmap_words(nbits) * sizeof(*w));
+	for (size_t i = 0; i < nbits; i++)
+		if (ref[i])
+			bit_set(w, i);
+	if (nbits % 64)
+		w[nbits / 64] |= rnd() << (nbits % 64);
+}
+
+static size_t random_max_len(size_t nbits)
+{
+	switch (rnd_below(6)) {
+	case 0: return 1;
+	case 1: return 2 + rnd_below(7);
+	case 2: return 1 + rnd_below(100);
+	case 3: return 1 + rnd_below(nbits);
+	case 4: return 64;
+	default: return SIZE_MAX;
+	}
+}
+
+static void test_random_runs(void **state)
+{
+	const size_t max_nbits = 5000;
+	bool *ref = malloc(max_nbits), *seen = malloc(max_nbits);
+	unsigned long runs = 0, cut = 0;
+	(void)state;
+
+	assert_non_null(ref);
+	assert_non_null(seen);
+	rng_state = RANDOM_SEED;
+	for (unsigned iter = 0; iter < RANDOM_MAPS; iter++) {
+		size_t nbits = 1 + rnd_below(max_nbits), nset = 0, from = 0;
+		uint64_t *w = map_new(nbits);
+
+		random_map(ref, w, nbits);
+		for (size_t i = 0; i < nbits; i++)
+			nset += ref[i];
+		if (bitmap_count(w, nbits) != nset)
+			fail_msg("iter %u nbits %zu: count %zu, want %zu", iter,
+				 nbits, bitmap_count(w, nbits), nset);
+
+		/* Walk every run, each call with its own max_len. */
+		memset(seen, 0, nbits);
+		for (;;) {
+			size_t max_len = random_max_len(nbits);
+			struct run r = next_run(w, nbits, from, max_len);
+
+			if (r.start == nbits) {
+				if (r.len != 0)
+					fail_msg("iter %u: end with len %zu", iter, r.len);
+				break;
+			}
+			if (r.start < from || r.start > nbits || r.len == 0 ||
+			    r.len > max_len || r.len > nbits - r.start)
+				fail_msg("iter %u nbits %zu from %zu max %zu: bad run "
+					 "(%zu, %zu)", iter, nbits, from, max_len,
+					 r.start, r.len);
+			for (size_t i = from; i < r.start; i++)
+				if (ref[i])
+					fail_msg("iter %u nbits %zu: run (%zu, %zu) from "
+						 "%zu skips set bit %zu", iter, nbits,
+						 r.start, r.len, from, i);
+			for (size_t i = r.start; i < r.start + r.len; i++) {
+				if (!ref[i])
+					fail_msg("iter %u nbits %zu: run (%zu, %zu) "
+						 "covers clear bit %zu", iter, nbits,
+						 r.start, r.len, i);
+				if (seen[i])
+					fail_msg("iter %u: bit %zu in two runs", iter, i);
+				seen[i] = true;
+			}
+			if (r.len < max_len && r.start + r.len < nbits &&
+			    ref[r.start + r.len])
+				fail_msg("iter %u nbits %zu: run (%zu, %zu) max %zu "
+					 "not maximal", iter, nbits, r.start, r.len,
+					 max_len);
+			cut += r.len == max_len && r.start + r.len < nbits &&
+			       ref[r.start + r.len];
+			runs++;
+			from = r.start + r.len;
+		}
+		for (size_t i = 0; i < nbits; i++)
+			if (seen[i] != ref[i])
+				fail_msg("iter %u nbits %zu: bit %zu set %d seen %d",
+					 iter, nbits, i, ref[i], seen[i]);
+
+		/* Random starting points against a direct scan of ref. */
+		for (unsigned q = 0; q < 20; q++) {
+			size_t f = rnd_below(nbits + 1), max_len = random_max_len(nbits);
+			size_t ws = f, wl = 0;
+			struct run r;
+
+			while (ws < nbits && !ref[ws])
+				ws++;
+			while (ws + wl < nbits && ref[ws + wl] && wl < max_len)
+				wl++;
+			r = next_run(w, nbits, f, max_len);
+			if (r.start != ws || r.len != wl)
+				fail_msg("iter %u nbits %zu from %zu max %zu: got "
+					 "(%zu, %zu), want (%zu, %zu)", iter, nbits,
+					 f, max_len, r.start, r.len, ws, wl);
+		}
+		free(w);
+	}
+	print_message("random runs: %lu runs, %lu cut by max_len\n", runs, cut);
+	assert_true(runs > 10000);
+	assert_true(cut > 1000);
+	free(ref);
+	free(seen);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_run_empty),
+		cmocka_unit_test(test_run_full),
+		cmocka_unit_test(test_run_single_bit),
+		cmocka_unit_test(test_run_word_boundaries),
+		cmocka_unit_test(test_run_ends_at_nbits),
+		cmocka_unit_test(test_run_garbage_ignored),
+		cmocka_unit_test(test_run_max_len),
+		cmocka_unit_test(test_run_from_middle),
+		cmocka_unit_test(test_count),
+		cmocka_unit_test(test_set_clear_examples),
+		cmocka_unit_test(test_set_clear_exhaustive),
+		cmocka_unit_test(test_page_is_zero),
+		cmocka_unit_test(test_random_runs),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,2073 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests of the migration protocols: migrate/owner-proto.c (encoder,
+ * validating decoder, owner_send/owner_recv with SCM_RIGHTS) and
+ * migrate/peer-proto.c (engine-to-engine messages).
+ *
+ * Expected sizes, layouts and limits are taken from docs/migration-protocol.md
+ * and written down here independently of the code under test.  Every decoder
+ * call decodes a heap copy of exactly `len` bytes, so that AddressSanitizer
+ * reports any read past the end.  Each case builds its input afresh.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "owner-proto.h"
+#include "peer-proto.h"
+
+#define FUZZ_ITERATIONS 100000u
+#define FUZZ_SEED 0x6a09e667f3bcc909ull
+
+#define TiB (1ull << 40)
+#define GiB (1ull << 30)
+#define MiB (1ull << 20)
+
+/* ---- helpers ---- */
+
+static const char *rcname(int rc)
+{
+	switch (rc) {
+	case 0: return "0";
+	case -EBADMSG: return "-EBADMSG";
+	case -EPROTONOSUPPORT: return "-EPROTONOSUPPORT";
+	case -EINVAL: return "-EINVAL";
+	case -ECONNRESET: return "-ECONNRESET";
+	case -ETIMEDOUT: return "-ETIMEDOUT";
+	default: return rc < 0 ? "other -errno" : "positive";
+	}
+}
+
+__attribute__((format(printf, 5, 6)))
+static void check_rc(const char *file, int line, int got, int want,
+		     const char *fmt, ...)
+{
+	char ctx[256];
+	va_list ap;
+
+	if (got == want)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof(ctx), fmt, ap);
+	va_end(ap);
+	print_error("%s: got %d (%s), want %d (%s)\n", ctx, got, rcname(got),
+		    want, rcname(want));
+	_fail(file, line);
+}
+#define assert_rc(got, want, ...) \
+	check_rc(__FILE__, __LINE__, (got), (want), __VA_ARGS__)
+
+/* Our own little-endian stores and loads. */
+static void st16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+static void st32(uint8_t *p, uint32_t v)
+{
+	for (unsigned i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static void st64(uint8_t *p, uint64_t v)
+{
+	for (unsigned i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t ld(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | p[n];
+	return v;
+}
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void) /* splitmix64 */
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+static uint64_t rnd_below(uint64_t n) { return n ? rnd() % n : 0; }
+
+static uint8_t *dup_exact(const void *buf, size_t len)
+{
+	uint8_t *p = malloc(len ? len : 1);
+
+	assert_non_null(p);
+	if (len)
+		memcpy(p, buf, len);
+	return p;
+}
+
+static int odec(const void *buf, size_t len, unsigned nfds, struct owner_msg *ret)
+{
+	struct owner_msg tmp;
+	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	int r = owner_msg_decode(copy, len, nfds, ret ? ret : &tmp);
+
+	free(copy);
+	return r;
+}
+
+static int pdec(const void *buf, size_t len, struct peer_msg *ret)
+{
+	struct peer_msg tmp;
+	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	int r = peer_msg_decode(copy, len, ret ? ret : &tmp);
+
+	free(copy);
+	return r;
+}
+
+/* ---- the owner protocol, as docs/migration-protocol.md states it ---- */
+
+#define O_MAGIC 0x574f4d56u /* "VMOW" */
+#define P_MAGIC 0x52504d56u /* "VMPR" */
+
+/* Payload size of a known type, or -1. */
+static long spec_owner_plen(unsigned type)
+{
+	switch (type) {
+	case 1: return 16;  /* HELLO */
+	case 16: return 24; /* WELCOME */
+	case 17: return 64; /* BLOCK */
+	case 18: return 8;  /* BITMAP */
+	case 2: return 8;   /* SYNC */
+	case 19: return 16; /* ROUND_READY */
+	case 3: return 4;   /* THROTTLE */
+	case 4: return 0;   /* STOP */
+	case 20: return 0;  /* STOPPED */
+	case 5: return 4;   /* RESUME */
+	case 6: return 0;   /* COMPLETED */
+	case 7: return 4;   /* ABORT */
+	default: return -1;
+	}
+}
+static unsigned spec_owner_nfds(unsigned type) { return type == 17 || type == 18; }
+
+static const unsigned owner_types[] = { 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20 };
+
+static size_t oenc(const struct owner_msg *m, uint8_t buf[OWNER_MAX_MSG])
+{
+	memset(buf, 0xee, OWNER_MAX_MSG);
+	return owner_msg_encode(m, buf);
+}
+
+static struct owner_msg o_block(uint32_t index, uint32_t page, uint64_t offset,
+				uint64_t size, uint64_t bitmap_offset,
+				const char *name)
+{
+	struct owner_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = OWNER_MSG_BLOCK;
+	m.u.block.index = index;
+	m.u.block.page_size = page;
+	m.u.block.offset = offset;
+	m.u.block.size = size;
+	m.u.block.bitmap_offset = bitmap_offset;
+	snprintf(m.u.block.name, sizeof(m.u.block.name), "%s", name);
+	return m;
+}
+
+/* A valid message of each type (variant picks among a few). */
+static struct owner_msg o_valid(unsigned type, unsigned variant)
+{
+	struct owner_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = (enum owner_msg_type)type;
+	switch (type) {
+	case OWNER_MSG_HELLO:
+		m.u.hello.version = 1;
+		m.u.hello.role = variant & 1 ? OWNER_ROLE_DEST : OWNER_ROLE_SOURCE;
+		m.u.hello.caps = variant == 0 ? 0 : variant == 1 ? OWNER_CAP_THROTTLE
+								: UINT64_MAX;
+		break;
+	case OWNER_MSG_WELCOME:
+		m.u.welcome.version = 1;
+		m.u.welcome.role = variant & 1 ? OWNER_ROLE_DEST : OWNER_ROLE_SOURCE;
+		m.u.welcome.caps = variant ? OWNER_CAP_THROTTLE | (1ull << 63) : 0;
+		m.u.welcome.nblocks = variant == 0 ? 1 : variant == 1 ? 64 : 7;
+		break;
+	case OWNER_MSG_BLOCK:
+		if (variant == 0)
+			return o_block(0, 4096, 0, 4096, 0, "pc.ram");
+		if (variant == 1)
+			return o_block(63, 1u << 30, 3 * GiB, 16 * TiB, 1ull << 40,
+				       "0123456789abcdefghijklmnopqrstu");
+		return o_block(5, 2 * MiB, 2 * MiB, 20 * MiB, 8, " ~!");
+	case OWNER_MSG_BITMAP:
+		m.u.bitmap_size = variant ? 1ull << 40 : 8;
+		break;
+	case OWNER_MSG_SYNC:
+		m.u.round = variant ? UINT64_MAX : 0;
+		break;
+	case OWNER_MSG_ROUND_READY:
+		m.u.ready.round = variant ? UINT64_MAX : 3;
+		m.u.ready.dirty_pages = variant ? UINT64_MAX - 1 : 0;
+		break;
+	case OWNER_MSG_THROTTLE:
+		m.u.percent = variant ? 99 : 0;
+		break;
+	case OWNER_MSG_RESUME:
+	case OWNER_MSG_ABORT:
+		m.u.error = variant == 0 ? 0 : variant == 1 ? 4095 : EIO;
+		break;
+	default:
+		break;
+	}
+	return m;
+}
+
+static void assert_owner_eq(const struct owner_msg *a, const struct owner_msg *b)
+{
+	assert_int_equal(a->type, b->type);
+	switch (a->type) {
+	case OWNER_MSG_HELLO:
+		assert_int_equal(a->u.hello.version, b->u.hello.version);
+		assert_int_equal(a->u.hello.role, b->u.hello.role);
+		assert_int_equal(a->u.hello.caps, b->u.hello.caps);
+		break;
+	case OWNER_MSG_WELCOME:
+		assert_int_equal(a->u.welcome.version, b->u.welcome.version);
+		assert_int_equal(a->u.welcome.role, b->u.welcome.role);
+		assert_int_equal(a->u.welcome.caps, b->u.welcome.caps);
+		assert_int_equal(a->u.welcome.nblocks, b->u.welcome.nblocks);
+		break;
+	case OWNER_MSG_BLOCK:
+		assert_int_equal(a->u.block.index, b->u.block.index);
+		assert_int_equal(a->u.block.page_size, b->u.block.page_size);
+		assert_int_equal(a->u.block.offset, b->u.block.offset);
+		assert_int_equal(a->u.block.size, b->u.block.size);
+		assert_int_equal(a->u.block.bitmap_offset, b->u.block.bitmap_offset);
+		assert_memory_equal(a->u.block.name, b->u.block.name, OWNER_NAME_MAX);
+		break;
+	case OWNER_MSG_BITMAP:
+		assert_int_equal(a->u.bitmap_size, b->u.bitmap_size);
+		break;
+	case OWNER_MSG_SYNC:
+		assert_int_equal(a->u.round, b->u.round);
+		break;
+	case OWNER_MSG_ROUND_READY:
+		assert_int_equal(a->u.ready.round, b->u.ready.round);
+		assert_int_equal(a->u.ready.dirty_pages, b->u.ready.dirty_pages);
+		break;
+	case OWNER_MSG_THROTTLE:
+		assert_int_equal(a->u.percent, b->u.percent);
+		break;
+	case OWNER_MSG_RESUME:
+	case OWNER_MSG_ABORT:
+		assert_int_equal(a->u.error, b->u.error);
+		break;
+	default:
+		break;
+	}
+}
+
+/* A header of our own making: magic, type, declared payload length. */
+static void o_hdr(uint8_t *buf, uint16_t type, uint32_t plen)
+{
+	memset(buf, 0, 16);
+	st32(buf, O_MAGIC);
+	st16(buf + 4, type);
+	st32(buf + 8, plen);
+}
+
+/* The encoding of a valid BLOCK, built byte by byte from the spec. */
+static size_t o_block_bytes(uint8_t buf[80], uint32_t index, uint32_t page,
+			    uint64_t offset, uint64_t size, uint64_t bmoff)
+{
+	memset(buf, 0, 80);
+	o_hdr(buf, 17, 64);
+	st32(buf + 16, index);
+	st32(buf + 20, page);
+	st64(buf + 24, offset);
+	st64(buf + 32, size);
+	st64(buf + 40, bmoff);
+	memcpy(buf + 48, "pc.ram", 6);
+	return 80;
+}
+
+/* ---- owner: encoding ---- */
+
+static void test_owner_golden(void **state)
+{
+	static const uint8_t hello[32] = {
+		'V', 'M', 'O', 'W', 0x01, 0x00, 0x00, 0x00,
+		0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+		0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,
+	};
+	struct owner_msg m, d;
+	uint8_t buf[OWNER_MAX_MSG], want[80];
+	(void)state;
+
+	memset(&m, 0, sizeof(m));
+	m.type = OWNER_MSG_HELLO;
+	m.u.hello = (struct owner_hello){ .version = 1, .role = OWNER_ROLE_DEST,
+					  .caps = 0x0102030405060708ull };
+	assert_int_equal(oenc(&m, buf), 32);
+	assert_memory_equal(buf, hello, 32);
+	assert_rc(odec(hello, 32, 0, &d), 0, "golden hello");
+	assert_owner_eq(&d, &m);
+
+	m = o_block(3, 2 * MiB, 4 * MiB, 6 * MiB, 128, "pc.ram");
+	assert_int_equal(oenc(&m, buf), 80);
+	o_block_bytes(want, 3, 2 * MiB, 4 * MiB, 6 * MiB, 128);
+	assert_memory_equal(buf, want, 80);
+	assert_rc(odec(want, 80, 1, &d), 0, "golden block");
+	assert_owner_eq(&d, &m);
+
+	/* A name longer than the field is cut to 31 chars + NUL. */
+	m = o_block(0, 4096, 0, 4096, 0, "");
+	memset(m.u.block.name, 'x', sizeof(m.u.block.name)); /* no NUL at all */
+	assert_int_equal(oenc(&m, buf), 80);
+	for (unsigned i = 0; i < 31; i++)
+		assert_int_equal(buf[48 + i], 'x');
+	assert_int_equal(buf[79], 0);
+	assert_rc(odec(buf, 80, 1, NULL), 0, "encoder-truncated name");
+
+	/* A THROTTLE: header then percent. */
+	memset(&m, 0, sizeof(m));
+	m.type = OWNER_MSG_THROTTLE;
+	m.u.percent = 42;
+	assert_int_equal(oenc(&m, buf), 20);
+	o_hdr(want, 3, 4);
+	st32(want + 16, 42);
+	assert_memory_equal(buf, want, 20);
+}
+
+static void test_owner_roundtrip(void **state)
+{
+	(void)state;
+
+	for (size_t t = 0; t < sizeof(owner_types) / sizeof(owner_types[0]); t++) {
+		unsigned type = owner_types[t];
+
+		assert_int_equal(owner_msg_nfds((enum owner_msg_type)type),
+				 spec_owner_nfds(type));
+		assert_string_not_equal(owner_msg_name((enum owner_msg_type)type), "?");
+		for (unsigned variant = 0; variant < 3; variant++) {
+			struct owner_msg m = o_valid(type, variant), d;
+			uint8_t buf[OWNER_MAX_MSG], again[OWNER_MAX_MSG];
+			size_t len = oenc(&m, buf);
+			unsigned nfds = spec_owner_nfds(type);
+
+			assert_int_equal(len, 16 + (size_t)spec_owner_plen(type));
+			assert_int_equal(ld(buf, 4), O_MAGIC);
+			assert_int_equal(ld(buf + 4, 2), type);
+			assert_int_equal(ld(buf + 6, 2), 0);
+			assert_int_equal(ld(buf + 8, 4), spec_owner_plen(type));
+			assert_int_equal(ld(buf + 12, 4), 0);
+			memset(&d, 0xa5, sizeof(d));
+			assert_rc(odec(buf, len, nfds, &d), 0, "type %u variant %u",
+				  type, variant);
+			assert_owner_eq(&d, &m);
+			assert_int_equal(oenc(&d, again), len);
+			assert_memory_equal(again, buf, len);
+
+			/* The other fd counts are refused. */
+			assert_rc(odec(buf, len, !nfds, NULL), -EBADMSG,
+				  "type %u with %u fds", type, !nfds);
+			assert_rc(odec(buf, len, 2, NULL), -EBADMSG,
+				  "type %u with 2 fds", type);
+		}
+	}
+	assert_string_equal(owner_msg_name(OWNER_MSG_BLOCK), "BLOCK");
+	assert_string_equal(owner_msg_name(OWNER_MSG_ROUND_READY), "ROUND_READY");
+	assert_string_equal(owner_msg_name((enum owner_msg_type)0), "?");
+	assert_string_equal(owner_msg_name((enum owner_msg_type)8), "?");
+}
+
+/* ---- owner: header ---- */
+
+static void test_owner_bad_magic(void **state)
+{
+	(void)state;
+
+	for (unsigned i = 0; i < 4; i++) {
+		for (unsigned bit = 0; bit < 8; bit++) {
+			struct owner_msg m = o_valid(OWNER_MSG_SYNC, 0);
+			uint8_t buf[OWNER_MAX_MSG];
+			size_t len = oenc(&m, buf);
+
+			buf[i] ^= (uint8_t)(1u << bit);
+			assert_rc(odec(buf, len, 0, NULL), -EBADMSG,
+				  "magic byte %u bit %u", i, bit);
+		}
+	}
+	/* A peer-protocol header is not an owner header. */
+	uint8_t buf[OWNER_MAX_MSG];
+	o_hdr(buf, 2, 8);
+	st32(buf, P_MAGIC);
+	memset(buf + 16, 0, 8);
+	assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "peer magic");
+	/* Byte-swapped magic. */
+	o_hdr(buf, 2, 8);
+	memcpy(buf, "WOMV", 4);
+	assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "swapped magic");
+}
+
+static void test_owner_reserved(void **state)
+{
+	static const unsigned offs[] = { 6, 7, 12, 13, 14, 15 };
+	static const uint8_t vals[] = { 0x01, 0x80, 0xff };
+	(void)state;
+
+	for (size_t t = 0; t < sizeof(owner_types) / sizeof(owner_types[0]); t++) {
+		for (size_t o = 0; o < 6; o++) {
+			for (size_t v = 0; v < 3; v++) {
+				struct owner_msg m = o_valid(owner_types[t], 0);
+				uint8_t buf[OWNER_MAX_MSG];
+				size_t len = oenc(&m, buf);
+
+				buf[offs[o]] = vals[v];
+				assert_rc(odec(buf, len, spec_owner_nfds(owner_types[t]),
+					       NULL), -EBADMSG,
+					  "type %u reserved byte %u = 0x%x",
+					  owner_types[t], offs[o], vals[v]);
+			}
+		}
+	}
+}
+
+static void test_owner_length(void **state)
+{
+	(void)state;
+
+	for (size_t t = 0; t < sizeof(owner_types) / sizeof(owner_types[0]); t++) {
+		unsigned type = owner_types[t], nfds = spec_owner_nfds(type);
+		size_t plen = (size_t)spec_owner_plen(type);
+		uint8_t buf[OWNER_MAX_MSG + 8];
+		struct owner_msg m = o_valid(type, 0);
+
+		/* One byte too many, declared length unchanged. */
+		memset(buf, 0, sizeof(buf));
+		oenc(&m, buf);
+		assert_rc(odec(buf, 16 + plen + 1, nfds, NULL), -EBADMSG,
+			  "type %u: trailing byte", type);
+		/* Declared and actual agree, but not with the type. */
+		st32(buf + 8, (uint32_t)plen + 1);
+		assert_rc(odec(buf, 16 + plen + 1, nfds, NULL), -EBADMSG,
+			  "type %u: declared %zu", type, plen + 1);
+		/* Declared one more than actual. */
+		assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+			  "type %u: declared > actual", type);
+		/* Declared zero / huge with the right actual size. */
+		st32(buf + 8, plen ? 0 : 8);
+		assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+			  "type %u: declared wrong", type);
+		st32(buf + 8, UINT32_MAX);
+		assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+			  "type %u: declared 0xffffffff", type);
+
+		if (plen) {
+			/* One byte short, declared unchanged. */
+			memset(buf, 0, sizeof(buf));
+			m = o_valid(type, 0);
+			oenc(&m, buf);
+			assert_rc(odec(buf, 16 + plen - 1, nfds, NULL), -EBADMSG,
+				  "type %u: truncated", type);
+			/* Declared and actual agree one short. */
+			st32(buf + 8, (uint32_t)plen - 1);
+			assert_rc(odec(buf, 16 + plen - 1, nfds, NULL), -EBADMSG,
+				  "type %u: declared %zu", type, plen - 1);
+			/* Declared one less than actual. */
+			assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+				  "type %u: declared < actual", type);
+		}
+
+		/* Shorter than a header. */
+		for (size_t len = 0; len < 16; len++) {
+			m = o_valid(type, 0);
+			oenc(&m, buf);
+			assert_rc(odec(buf, len, nfds, NULL), -EBADMSG,
+				  "type %u: %zu bytes", type, len);
+		}
+	}
+	assert_rc(owner_msg_decode(NULL, 0, 0, &(struct owner_msg){ 0 }), -EBADMSG,
+		  "NULL buffer");
+	assert_rc(owner_msg_decode(NULL, 24, 0, &(struct owner_msg){ 0 }), -EBADMSG,
+		  "NULL buffer, length 24");
+}
+
+static void test_owner_unknown_types(void **state)
+{
+	static const unsigned listed[] = { 0, 8, 15, 21, 0xffff };
+	(void)state;
+
+	for (unsigned type = 0; type <= 0xffff; type++) {
+		if (spec_owner_plen(type) >= 0)
+			continue;
+		if (type > 300 && type != 0xffff && type != 0x8001 && type != 0x0101)
+			continue;
+		for (unsigned plen = 0; plen <= 64; plen += 4) {
+			uint8_t buf[80] = { 0 };
+
+			o_hdr(buf, (uint16_t)type, plen);
+			for (unsigned nfds = 0; nfds < 2; nfds++)
+				assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+					  "type %u plen %u nfds %u", type, plen, nfds);
+		}
+	}
+	for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++) {
+		uint8_t buf[24] = { 0 };
+
+		o_hdr(buf, (uint16_t)listed[i], 8);
+		assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "type %u", listed[i]);
+		o_hdr(buf, (uint16_t)listed[i], 0);
+		assert_rc(odec(buf, 16, 0, NULL), -EBADMSG, "type %u, empty", listed[i]);
+	}
+}
+
+static void test_owner_fd_count(void **state)
+{
+	static const struct {
+		unsigned type, nfds;
+	} bad[] = {
+		{ OWNER_MSG_BLOCK, 0 }, { OWNER_MSG_BLOCK, 2 }, { OWNER_MSG_BLOCK, 4 },
+		{ OWNER_MSG_BITMAP, 0 }, { OWNER_MSG_BITMAP, 2 },
+		{ OWNER_MSG_SYNC, 1 }, { OWNER_MSG_HELLO, 1 }, { OWNER_MSG_WELCOME, 1 },
+		{ OWNER_MSG_STOPPED, 1 }, { OWNER_MSG_ROUND_READY, 3 },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct owner_msg m = o_valid(bad[i].type, 0);
+		uint8_t buf[OWNER_MAX_MSG];
+		size_t len = oenc(&m, buf);
+
+		assert_rc(odec(buf, len, bad[i].nfds, NULL), -EBADMSG,
+			  "type %u with %u fds", bad[i].type, bad[i].nfds);
+	}
+}
+
+/* ---- owner: payload fields ---- */
+
+static void test_owner_version_role(void **state)
+{
+	static const uint32_t versions[] = { 0, 2, 3, 0x100, UINT32_MAX };
+	static const uint32_t roles[] = { 0, 3, 4, 0x101, UINT32_MAX };
+	static const unsigned types[] = { OWNER_MSG_HELLO, OWNER_MSG_WELCOME };
+	(void)state;
+
+	for (size_t t = 0; t < 2; t++) {
+		for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
+			struct owner_msg m = o_valid(types[t], 0);
+			uint8_t buf[OWNER_MAX_MSG];
+			size_t len;
+
+			if (types[t] == OWNER_MSG_HELLO)
+				m.u.hello.version = versions[i];
+			else
+				m.u.welcome.version = versions[i];
+			len = oenc(&m, buf);
+			assert_rc(odec(buf, len, 0, NULL), -EPROTONOSUPPORT,
+				  "type %u version %u", types[t], versions[i]);
+		}
+		for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+			uint8_t buf[OWNER_MAX_MSG];
+			struct owner_msg m = o_valid(types[t], 0);
+			size_t len = oenc(&m, buf);
+
+			st32(buf + 20, roles[i]);
+			assert_rc(odec(buf, len, 0, NULL), -EBADMSG,
+				  "type %u role %u", types[t], roles[i]);
+		}
+	}
+}
+
+static void test_owner_welcome(void **state)
+{
+	static const uint32_t bad_n[] = { 0, 65, 128, UINT32_MAX };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(bad_n) / sizeof(bad_n[0]); i++) {
+		struct owner_msg m = o_valid(OWNER_MSG_WELCOME, 0);
+		uint8_t buf[OWNER_MAX_MSG];
+		size_t len;
+
+		m.u.welcome.nblocks = bad_n[i];
+		len = oenc(&m, buf);
+		assert_rc(odec(buf, len, 0, NULL), -EBADMSG, "nblocks %u", bad_n[i]);
+	}
+	for (uint32_t n = 1; n <= 64; n++) {
+		struct owner_msg m = o_valid(OWNER_MSG_WELCOME, 0), d;
+		uint8_t buf[OWNER_MAX_MSG];
+		size_t len;
+
+		m.u.welcome.nblocks = n;
+		len = oenc(&m, buf);
+		assert_rc(odec(buf, len, 0, &d), 0, "nblocks %u", n);
+		assert_int_equal(d.u.welcome.nblocks, n);
+	}
+	for (unsigned off = 36; off < 40; off++) { /* the trailing zero u32 */
+		struct owner_msg m = o_valid(OWNER_MSG_WELCOME, 0);
+		uint8_t buf[OWNER_MAX_MSG];
+		size_t len = oenc(&m, buf);
+
+		buf[off] = 1;
+		assert_rc(odec(buf, len, 0, NULL), -EBADMSG, "welcome byte %u", off);
+	}
+}
+
+static int block_rc(uint32_t index, uint32_t page, uint64_t offset, uint64_t size,
+		    uint64_t bmoff)
+{
+	struct owner_msg m = o_block(index, page, offset, size, bmoff, "pc.ram");
+	uint8_t buf[OWNER_MAX_MSG];
+	size_t len = oenc(&m, buf);
+
+	return odec(buf, len, 1, NULL);
+}
+
+static void test_owner_block_fields(void **state)
+{
+	(void)state;
+
+	/* Page size: power of two, 4 KiB .. 1 GiB. */
+	for (unsigned shift = 12; shift <= 30; shift++)
+		assert_rc(block_rc(0, 1u << shift, 0, 1ull << shift, 0), 0,
+			  "page 2^%u", shift);
+	static const uint32_t bad_pages[] = {
+		0, 1, 512, 2048, 4095, 4097, 3 * 4096, 6 * 4096, (1u << 30) + 4096,
+		1u << 31, 0x80001000u, UINT32_MAX,
+	};
+	for (size_t i = 0; i < sizeof(bad_pages) / sizeof(bad_pages[0]); i++)
+		assert_rc(block_rc(0, bad_pages[i], 0, 3ull * GiB * 4, 0), -EBADMSG,
+			  "page size %u", bad_pages[i]);
+
+	/* Size: > 0, page multiple, <= 16 TiB. */
+	assert_rc(block_rc(0, 4096, 0, 0, 0), -EBADMSG, "size 0");
+	assert_rc(block_rc(0, 4096, 0, 6144, 0), -EBADMSG, "size 1.5 pages");
+	assert_rc(block_rc(0, 4096, 0, 4095, 0), -EBADMSG, "size 4095");
+	assert_rc(block_rc(0, 2 * MiB, 0, 4096, 0), -EBADMSG, "size < page");
+	assert_rc(block_rc(0, 2 * MiB, 0, 3 * MiB, 0), -EBADMSG, "size 1.5 huge pages");
+	assert_rc(block_rc(0, 4096, 0, 16 * TiB, 0), 0, "size 16 TiB");
+	assert_rc(block_rc(0, 4096, 0, 16 * TiB + 4096, 0), -EBADMSG,
+		  "size 16 TiB + 4096");
+	assert_rc(block_rc(0, 4096, 0, UINT64_MAX - 4095, 0), -EBADMSG, "size ~2^64");
+
+	/* Offset: page aligned, offset + size without overflow. */
+	assert_rc(block_rc(0, 4096, 100, 4096, 0), -EBADMSG, "offset 100");
+	assert_rc(block_rc(0, 4096, 4096 + 8, 4096, 0), -EBADMSG, "offset 4104");
+	assert_rc(block_rc(0, 2 * MiB, 4096, 2 * MiB, 0), -EBADMSG,
+		  "offset 4 KiB with 2 MiB pages");
+	assert_rc(block_rc(0, 4096, UINT64_MAX - 4095, 4096, 0), -EBADMSG,
+		  "offset + size = 2^64");
+	assert_rc(block_rc(0, 4096, UINT64_MAX - 4095, 8192, 0), -EBADMSG,
+		  "offset + size > 2^64");
+	assert_rc(block_rc(0, 4096, 0x8000000000000000ull, 16 * TiB, 0), 0,
+		  "offset 2^63");
+	assert_rc(block_rc(0, 4096, UINT64_MAX - 8191, 4096, 0), 0,
+		  "offset + size = 2^64 - 4096");
+	assert_rc(block_rc(0, 1u << 30, UINT64_MAX - (1ull << 30) + 1, 1u << 30, 0),
+		  -EBADMSG, "1 GiB page: offset + size = 2^64");
+
+	/* Bitmap offset: 8-aligned. */
+	static const uint64_t bad_bm[] = { 1, 4, 7, 12, 4100, 0x100000004ull };
+	for (size_t i = 0; i < sizeof(bad_bm) / sizeof(bad_bm[0]); i++)
+		assert_rc(block_rc(0, 4096, 0, 4096, bad_bm[i]), -EBADMSG,
+			  "bitmap offset %llu", (unsigned long long)bad_bm[i]);
+	assert_rc(block_rc(0, 4096, 0, 4096, 8), 0, "bitmap offset 8");
+	assert_rc(block_rc(0, 4096, 0, 4096, 4096 + 8), 0, "bitmap offset 4104");
+
+	/* Index: at most 64 blocks. */
+	assert_rc(block_rc(63, 4096, 0, 4096, 0), 0, "index 63");
+	assert_rc(block_rc(64, 4096, 0, 4096, 0), -EBADMSG, "index 64");
+	assert_rc(block_rc(UINT32_MAX, 4096, 0, 4096, 0), -EBADMSG, "index ~0");
+}
+
+/* The BLOCK encoding of pc.ram with its 32 name bytes replaced. */
+static int block_name_rc(const uint8_t name[OWNER_NAME_MAX])
+{
+	uint8_t buf[80];
+
+	o_block_bytes(buf, 0, 4096, 0, 4096, 0);
+	memcpy(buf + 48, name, OWNER_NAME_MAX);
+	return odec(buf, 80, 1, NULL);
+}
+
+static void test_owner_block_names(void **state)
+{
+	uint8_t name[OWNER_NAME_MAX];
+	(void)state;
+
+	memset(name, 0, sizeof(name));
+	assert_rc(block_name_rc(name), -EBADMSG, "empty name");
+
+	memset(name, 'a', sizeof(name));
+	assert_rc(block_name_rc(name), -EBADMSG, "32 chars, unterminated");
+
+	memset(name, 0, sizeof(name));
+	memset(name, 'a', 31);
+	assert_rc(block_name_rc(name), 0, "31 chars");
+
+	static const uint8_t bad_chars[] = { 0x01, 0x09, 0x0a, 0x1f, 0x7f, 0x80, 0xc3, 0xff };
+	for (size_t i = 0; i < sizeof(bad_chars); i++) {
+		for (unsigned pos = 0; pos < 3; pos++) {
+			memset(name, 0, sizeof(name));
+			memcpy(name, "abc", 3);
+			name[pos] = bad_chars[i];
+			assert_rc(block_name_rc(name), -EBADMSG,
+				  "char 0x%02x at %u", bad_chars[i], pos);
+		}
+		memset(name, 0, sizeof(name));
+		memset(name, 'z', 31);
+		name[30] = bad_chars[i];
+		assert_rc(block_name_rc(name), -EBADMSG, "char 0x%02x at 30",
+			  bad_chars[i]);
+	}
+
+	/* Every printable character is fine, at every position. */
+	for (unsigned c = 0x20; c <= 0x7e; c++) {
+		memset(name, 0, sizeof(name));
+		memset(name, c, 1 + c % 31);
+		assert_rc(block_name_rc(name), 0, "char 0x%02x", c);
+	}
+
+	/* Garbage after the NUL, at every position after it. */
+	for (unsigned pos = 2; pos < OWNER_NAME_MAX; pos++) {
+		memset(name, 0, sizeof(name));
+		name[0] = 'a';
+		name[pos] = 'b';
+		assert_rc(block_name_rc(name), -EBADMSG, "garbage at %u", pos);
+	}
+	memset(name, 0, sizeof(name));
+	memcpy(name, "pc.ram\0x", 8);
+	assert_rc(block_name_rc(name), -EBADMSG, "\"pc.ram\\0x\"");
+	memset(name, 0, sizeof(name));
+	name[0] = 'a';
+	name[31] = 0x80;
+	assert_rc(block_name_rc(name), -EBADMSG, "high byte in the last slot");
+
+	/* The decoded name is NUL terminated and equal. */
+	struct owner_msg d;
+	memset(name, 0, sizeof(name));
+	memcpy(name, "ram-node0", 9);
+	uint8_t buf[80];
+	o_block_bytes(buf, 0, 4096, 0, 4096, 0);
+	memcpy(buf + 48, name, sizeof(name));
+	assert_rc(odec(buf, 80, 1, &d), 0, "ram-node0");
+	assert_string_equal(d.u.block.name, "ram-node0");
+}
+
+static int u32_msg_rc(unsigned type, uint32_t v)
+{
+	uint8_t buf[20];
+
+	o_hdr(buf, (uint16_t)type, 4);
+	st32(buf + 16, v);
+	return odec(buf, 20, 0, NULL);
+}
+
+static int bitmap_rc(uint64_t size)
+{
+	uint8_t buf[24];
+
+	o_hdr(buf, 18, 8);
+	st64(buf + 16, size);
+	return odec(buf, 24, 1, NULL);
+}
+
+static void test_owner_small_fields(void **state)
+{
+	(void)state;
+
+	for (uint32_t p = 0; p <= 99; p++)
+		assert_rc(u32_msg_rc(3, p), 0, "throttle %u", p);
+	assert_rc(u32_msg_rc(3, 100), -EBADMSG, "throttle 100");
+	assert_rc(u32_msg_rc(3, 101), -EBADMSG, "throttle 101");
+	assert_rc(u32_msg_rc(3, UINT32_MAX), -EBADMSG, "throttle ~0");
+
+	for (unsigned type = 5; type <= 7; type += 2) {
+		assert_rc(u32_msg_rc(type, 0), 0, "type %u error 0", type);
+		assert_rc(u32_msg_rc(type, 4095), 0, "type %u error 4095", type);
+		assert_rc(u32_msg_rc(type, 4096), -EBADMSG, "type %u error 4096", type);
+		assert_rc(u32_msg_rc(type, 0x80000000u), -EBADMSG, "type %u error 2^31",
+			  type);
+		assert_rc(u32_msg_rc(type, UINT32_MAX), -EBADMSG, "type %u error -1", type);
+	}
+
+	assert_rc(bitmap_rc(0), -EBADMSG, "bitmap size 0");
+	assert_rc(bitmap_rc(4), -EBADMSG, "bitmap size 4");
+	assert_rc(bitmap_rc(12), -EBADMSG, "bitmap size 12");
+	assert_rc(bitmap_rc(4097), -EBADMSG, "bitmap size 4097");
+	assert_rc(bitmap_rc(8), 0, "bitmap size 8");
+	assert_rc(bitmap_rc(4096), 0, "bitmap size 4096");
+	assert_rc(bitmap_rc(UINT64_MAX), -EBADMSG, "bitmap size ~0");
+
+	/* SYNC and ROUND_READY accept any value. */
+	struct owner_msg d;
+	uint8_t buf[32];
+	o_hdr(buf, 19, 16);
+	st64(buf + 16, 0x1122334455667788ull);
+	st64(buf + 24, 0x99aabbccddeeff00ull);
+	assert_rc(odec(buf, 32, 0, &d), 0, "round ready");
+	assert_int_equal(d.u.ready.round, 0x1122334455667788ull);
+	assert_int_equal(d.u.ready.dirty_pages, 0x99aabbccddeeff00ull);
+}
+
+/* ---- owner: sockets ---- */
+
+static void seqpacket_pair(int sv[2])
+{
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* The number the next received fd will get: the lowest free one. */
+static int next_free_fd(void)
+{
+	int fd = dup(0 /* any open fd */);
+
+	if (fd < 0)
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	close(fd);
+	return fd;
+}
+
+static bool fd_open(int fd)
+{
+	return fcntl(fd, F_GETFD) != -1 || errno != EBADF;
+}
+
+static int make_memfd(size_t size, uint8_t fill)
+{
+	int fd = memfd_create("test-mig-proto", MFD_CLOEXEC);
+	uint8_t page[4096];
+
+	assert_true(fd >= 0);
+	memset(page, fill, sizeof(page));
+	for (size_t off = 0; off < size; off += sizeof(page))
+		assert_int_equal(pwrite(fd, page, sizeof(page), (off_t)off), sizeof(page));
+	return fd;
+}
+
+/* sendmsg() with any number of fds attached (nfds may be 0). */
+static void raw_send(int sock, const void *buf, size_t len, const int *fds,
+		     unsigned nfds)
+{
+	union {
+		struct cmsghdr h;
+		uint8_t b[CMSG_SPACE(16 * sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	assert_true(nfds <= 16);
+	if (nfds) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.b;
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		ctl.h.cmsg_level = SOL_SOCKET;
+		ctl.h.cmsg_type = SCM_RIGHTS;
+		ctl.h.cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(&ctl.h), fds, nfds * sizeof(int));
+	}
+	assert_int_equal(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void test_sock_block_fd(void **state)
+{
+	int sv[2], mfd, fd = -2;
+	struct owner_msg m = o_block(2, 4096, 4096, 8192, 16, "pc.ram"), d;
+	uint8_t page[4096];
+	struct stat st;
+	(void)state;
+
+	seqpacket_pair(sv);
+	mfd = make_memfd(3 * 4096, 0x5c);
+	assert_rc(owner_send(sv[0], &m, mfd), 0, "send block");
+	memset(&d, 0, sizeof(d));
+	assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "recv block");
+	assert_owner_eq(&d, &m);
+	assert_true(fd >= 0);
+	assert_true(fd != mfd);
+
+	/* The same memfd: size, contents, and writes show through. */
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, 3 * 4096);
+	assert_int_equal(pread(fd, page, sizeof(page), 4096), sizeof(page));
+	for (size_t i = 0; i < sizeof(page); i++)
+		assert_int_equal(page[i], 0x5c);
+	uint8_t *p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 4096);
+	assert_true(p != MAP_FAILED);
+	assert_int_equal(p[8191], 0x5c);
+	p[0] = 0xa7;
+	munmap(p, 8192);
+	assert_int_equal(pread(mfd, page, 1, 4096), 1);
+	assert_int_equal(page[0], 0xa7);
+	close(fd);
+
+	/* A BITMAP with its memfd. */
+	int bfd = make_memfd(4096, 0);
+	m = o_valid(OWNER_MSG_BITMAP, 0);
+	m.u.bitmap_size = 4096;
+	assert_rc(owner_send(sv[0], &m, bfd), 0, "send bitmap");
+	fd = -2;
+	assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "recv bitmap");
+	assert_int_equal(d.type, OWNER_MSG_BITMAP);
+	assert_int_equal(d.u.bitmap_size, 4096);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, 4096);
+	close(fd);
+
+	close(bfd);
+	close(mfd);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_sock_all_types(void **state)
+{
+	int sv[2], mfd;
+	(void)state;
+
+	seqpacket_pair(sv);
+	mfd = make_memfd(4096, 1);
+	for (size_t t = 0; t < sizeof(owner_types) / sizeof(owner_types[0]); t++) {
+		for (unsigned variant = 0; variant < 3; variant++) {
+			unsigned type = owner_types[t];
+			struct owner_msg m = o_valid(type, variant), d;
+			int fd = -2;
+
+			assert_rc(owner_send(sv[variant & 1], &m,
+					     spec_owner_nfds(type) ? mfd : -1), 0,
+				  "send type %u", type);
+			assert_rc(owner_recv(sv[!(variant & 1)], 1000, &d, &fd), 0,
+				  "recv type %u", type);
+			assert_owner_eq(&d, &m);
+			if (spec_owner_nfds(type)) {
+				assert_true(fd >= 0);
+				close(fd);
+			} else {
+				assert_int_equal(fd, -1);
+			}
+		}
+	}
+	close(mfd);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_sock_send_fd_mismatch(void **state)
+{
+	int sv[2], mfd, fd = -2, before;
+	struct owner_msg m = o_valid(OWNER_MSG_SYNC, 0), d;
+	(void)state;
+
+	seqpacket_pair(sv);
+	mfd = make_memfd(4096, 0);
+	before = count_fds();
+	assert_true(owner_send(sv[0], &m, mfd) < 0);
+	m = o_valid(OWNER_MSG_BLOCK, 0);
+	assert_true(owner_send(sv[0], &m, -1) < 0);
+	m = o_valid(OWNER_MSG_BITMAP, 0);
+	assert_true(owner_send(sv[0], &m, -1) < 0);
+	/* Nothing was sent. */
+	assert_rc(owner_recv(sv[1], 0, &d, &fd), -ETIMEDOUT, "nothing sent");
+	assert_int_equal(fd, -1);
+	assert_int_equal(count_fds(), before);
+	close(mfd);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Sends buf with nfds copies of a memfd; owner_recv must refuse and close. */
+static void refuse_with_fds(const void *buf, size_t len, unsigned nfds,
+			    int want, const char *what)
+{
+	int sv[2], mfd, fds[16], fd = -2, before, next;
+	struct owner_msg d;
+
+	seqpacket_pair(sv);
+	mfd = make_memfd(4096, 0);
+	for (unsigned i = 0; i < nfds; i++)
+		fds[i] = mfd;
+	before = count_fds();
+	next = next_free_fd();
+	raw_send(sv[0], buf, len, fds, nfds);
+	memset(&d, 0, sizeof(d));
+	assert_rc(owner_recv(sv[1], 1000, &d, &fd), want, "%s", what);
+	assert_int_equal(fd, -1);
+	if (count_fds() != before)
+		fail_msg("%s: %d fds open after, %d before", what, count_fds(), before);
+	if (nfds && fd_open(next))
+		fail_msg("%s: received fd %d left open", what, next);
+
+	/* The socket still works. */
+	struct owner_msg m = o_valid(OWNER_MSG_SYNC, 1);
+	assert_rc(owner_send(sv[0], &m, -1), 0, "%s: send after", what);
+	assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "%s: recv after", what);
+	assert_owner_eq(&d, &m);
+	close(mfd);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_sock_stray_fds(void **state)
+{
+	uint8_t buf[OWNER_MAX_MSG + 64];
+	size_t len;
+	struct owner_msg m;
+	(void)state;
+
+	/* A SYNC with an fd. */
+	m = o_valid(OWNER_MSG_SYNC, 0);
+	len = oenc(&m, buf);
+	refuse_with_fds(buf, len, 1, -EBADMSG, "SYNC + 1 fd");
+	refuse_with_fds(buf, len, 2, -EBADMSG, "SYNC + 2 fds");
+
+	/* A BLOCK with 3, 2, 4, 6 and 16 fds. */
+	m = o_valid(OWNER_MSG_BLOCK, 0);
+	len = oenc(&m, buf);
+	refuse_with_fds(buf, len, 3, -EBADMSG, "BLOCK + 3 fds");
+	refuse_with_fds(buf, len, 2, -EBADMSG, "BLOCK + 2 fds");
+	refuse_with_fds(buf, len, 4, -EBADMSG, "BLOCK + 4 fds");
+	refuse_with_fds(buf, len, 6, -EBADMSG, "BLOCK + 6 fds");
+	refuse_with_fds(buf, len, 16, -EBADMSG, "BLOCK + 16 fds");
+	/* A BLOCK without its fd. */
+	refuse_with_fds(buf, len, 0, -EBADMSG, "BLOCK + 0 fds");
+
+	/* A malformed BLOCK with its one fd. */
+	m = o_block(0, 3 * 4096, 0, 3 * 4096, 0, "pc.ram");
+	len = oenc(&m, buf);
+	refuse_with_fds(buf, len, 1, -EBADMSG, "bad BLOCK + 1 fd");
+
+	/* A HELLO version 2 with an fd: refused either way, fd closed. */
+	m = o_valid(OWNER_MSG_HELLO, 0);
+	m.u.hello.version = 2;
+	len = oenc(&m, buf);
+	refuse_with_fds(buf, len, 1, -EBADMSG, "HELLO v2 + 1 fd");
+	refuse_with_fds(buf, len, 0, -EPROTONOSUPPORT, "HELLO v2");
+
+	/* Garbage with an fd. */
+	memset(buf, 0x41, 40);
+	refuse_with_fds(buf, 40, 1, -EBADMSG, "garbage + 1 fd");
+}
+
+static void test_sock_oversize(void **state)
+{
+	uint8_t buf[OWNER_MAX_MSG + 64];
+	(void)state;
+
+	/* A valid SYNC header, then far too many bytes. */
+	memset(buf, 0, sizeof(buf));
+	o_hdr(buf, 2, 8);
+	refuse_with_fds(buf, OWNER_MAX_MSG + 1, 0, -EBADMSG, "257 bytes");
+	refuse_with_fds(buf, sizeof(buf), 0, -EBADMSG, "320 bytes");
+	refuse_with_fds(buf, OWNER_MAX_MSG + 1, 1, -EBADMSG, "257 bytes + fd");
+
+	/* A long packet whose first 256 bytes would be a valid message. */
+	memset(buf, 0, sizeof(buf));
+	o_hdr(buf, 2, OWNER_MAX_MSG - 16);
+	refuse_with_fds(buf, OWNER_MAX_MSG + 8, 0, -EBADMSG, "264 bytes");
+
+	/* Exactly OWNER_MAX_MSG: not truncated, but no message is that long. */
+	memset(buf, 0, sizeof(buf));
+	o_hdr(buf, 2, 8);
+	refuse_with_fds(buf, OWNER_MAX_MSG, 0, -EBADMSG, "256 bytes");
+	/* Short packets. */
+	refuse_with_fds(buf, 15, 0, -EBADMSG, "15 bytes");
+	refuse_with_fds(buf, 1, 0, -EBADMSG, "1 byte");
+}
+
+static void test_sock_empty_packet(void **state)
+{
+	int sv[2], mfd, fd = -2, before, next, r;
+	struct owner_msg d;
+	(void)state;
+
+	/*
+	 * A zero-length packet from a live peer cannot be told apart from
+	 * end-of-file by recvmsg(); whatever owner_recv() calls it, it must
+	 * fail and close an fd that came with it.
+	 */
+	seqpacket_pair(sv);
+	mfd = make_memfd(4096, 0);
+	before = count_fds();
+	next = next_free_fd();
+	raw_send(sv[0], "", 0, &mfd, 1);
+	r = owner_recv(sv[1], 1000, &d, &fd);
+	assert_true(r == -EBADMSG || r == -ECONNRESET);
+	assert_int_equal(fd, -1);
+	assert_false(fd_open(next));
+	assert_int_equal(count_fds(), before);
+	close(mfd);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_sock_closed_peer(void **state)
+{
+	int sv[2], fd = -2;
+	struct owner_msg m = o_valid(OWNER_MSG_STOP, 0), d;
+	(void)state;
+
+	seqpacket_pair(sv);
+	close(sv[0]);
+	assert_rc(owner_recv(sv[1], 1000, &d, &fd), -ECONNRESET, "closed peer");
+	assert_int_equal(fd, -1);
+	/* Sending to it: an error, and no SIGPIPE to kill us. */
+	assert_rc(owner_send(sv[1], &m, -1), -ECONNRESET, "send to closed peer");
+	close(sv[1]);
+
+	/* A queued message is still delivered, then the close. */
+	seqpacket_pair(sv);
+	m = o_valid(OWNER_MSG_ROUND_READY, 1);
+	assert_rc(owner_send(sv[0], &m, -1), 0, "send");
+	close(sv[0]);
+	assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "queued message");
+	assert_owner_eq(&d, &m);
+	assert_rc(owner_recv(sv[1], 1000, &d, &fd), -ECONNRESET, "then closed");
+	assert_rc(owner_recv(sv[1], -1, &d, &fd), -ECONNRESET, "still closed");
+	close(sv[1]);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void test_sock_timeout(void **state)
+{
+	int sv[2], fd = -2;
+	struct owner_msg d;
+	uint64_t t0, dt;
+	(void)state;
+
+	seqpacket_pair(sv);
+	t0 = mono_ms();
+	assert_rc(owner_recv(sv[1], 150, &d, &fd), -ETIMEDOUT, "150 ms");
+	dt = mono_ms() - t0;
+	assert_int_equal(fd, -1);
+	assert_true(dt >= 140);
+	assert_true(dt < 5000);
+
+	fd = -2;
+	t0 = mono_ms();
+	assert_rc(owner_recv(sv[1], 0, &d, &fd), -ETIMEDOUT, "0 ms");
+	assert_true(mono_ms() - t0 < 1000);
+	assert_int_equal(fd, -1);
+
+	/* A message that is there does not wait for the timeout. */
+	struct owner_msg m = o_valid(OWNER_MSG_STOPPED, 0);
+	assert_rc(owner_send(sv[0], &m, -1), 0, "send");
+	assert_rc(owner_recv(sv[1], 0, &d, &fd), 0, "ready message, 0 ms");
+	assert_int_equal(d.type, OWNER_MSG_STOPPED);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* ---- the peer protocol ---- */
+
+static long spec_peer_plen(unsigned type, uint32_t nblocks)
+{
+	switch (type) {
+	case 1: return 16;  /* LAYOUT */
+	case 2: return 48;  /* BLOCK */
+	case 3: return 40;  /* REGION */
+	case 4: return 16;  /* PROGRESS */
+	case 5: return 24;  /* DONE */
+	case 6: return 8 + 8 * (long)nblocks; /* HASHES */
+	case 7: case 8: case 9: return 0; /* READY, COMMIT, COMMITTED */
+	case 10: return 4;  /* FAIL */
+	default: return -1;
+	}
+}
+
+static size_t penc(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
+{
+	memset(buf, 0xee, PEER_MAX_MSG);
+	return peer_msg_encode(m, buf);
+}
+
+static void p_hdr(uint8_t *buf, uint16_t type, uint32_t plen)
+{
+	memset(buf, 0, 16);
+	st32(buf, P_MAGIC);
+	st16(buf + 4, type);
+	st32(buf + 8, plen);
+}
+
+static struct peer_msg p_valid(unsigned type, unsigned variant)
+{
+	struct peer_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = (enum peer_msg_type)type;
+	switch (type) {
+	case PEER_MSG_LAYOUT:
+		m.u.layout.version = 1;
+		m.u.layout.nblocks = variant ? 64 : 1;
+		m.u.layout.flags = variant & 1 ? PEER_FLAG_VERIFY : 0;
+		break;
+	case PEER_MSG_BLOCK:
+		m.u.block.index = variant ? 63 : 0;
+		m.u.block.page_size = variant ? 1u << 30 : 4096;
+		m.u.block.size = variant ? 16 * TiB : 4096;
+		snprintf(m.u.block.name, sizeof(m.u.block.name), "%s",
+			 variant ? "0123456789abcdefghijklmnopqrstu" : "pc.ram");
+		break;
+	case PEER_MSG_REGION:
+		m.u.region.index = variant ? 63 : 0;
+		for (unsigned i = 0; i < XPORT_REGION_DESC_SIZE; i++)
+			m.u.region.desc[i] = (uint8_t)(variant ? 0xff - i : i * 7);
+		break;
+	case PEER_MSG_PROGRESS:
+		m.u.progress.round = variant ? UINT64_MAX : 1;
+		m.u.progress.bytes = variant ? UINT64_MAX - 7 : 123456789;
+		break;
+	case PEER_MSG_DONE:
+		m.u.done.channel = variant ? 15 : 0;
+		m.u.done.rounds = variant ? UINT64_MAX : 7;
+		m.u.done.bytes = variant ? 1ull << 63 : 4096;
+		break;
+	case PEER_MSG_HASHES:
+		m.u.hashes.nblocks = variant == 0 ? 1 : variant == 1 ? 64 : 2;
+		for (unsigned i = 0; i < m.u.hashes.nblocks; i++)
+			m.u.hashes.hash[i] = (0x0123456789abcdefull * (i + 1)) ^ variant;
+		break;
+	case PEER_MSG_FAIL:
+		m.u.error = variant == 0 ? 0 : variant == 1 ? 4095 : ENOSPC;
+		break;
+	default:
+		break;
+	}
+	return m;
+}
+
+static void assert_peer_eq(const struct peer_msg *a, const struct peer_msg *b)
+{
+	assert_int_equal(a->type, b->type);
+	switch (a->type) {
+	case PEER_MSG_LAYOUT:
+		assert_int_equal(a->u.layout.version, b->u.layout.version);
+		assert_int_equal(a->u.layout.nblocks, b->u.layout.nblocks);
+		assert_int_equal(a->u.layout.flags, b->u.layout.flags);
+		break;
+	case PEER_MSG_BLOCK:
+		assert_int_equal(a->u.block.index, b->u.block.index);
+		assert_int_equal(a->u.block.page_size, b->u.block.page_size);
+		assert_int_equal(a->u.block.size, b->u.block.size);
+		assert_memory_equal(a->u.block.name, b->u.block.name, OWNER_NAME_MAX);
+		break;
+	case PEER_MSG_REGION:
+		assert_int_equal(a->u.region.index, b->u.region.index);
+		assert_memory_equal(a->u.region.desc, b->u.region.desc,
+				    XPORT_REGION_DESC_SIZE);
+		break;
+	case PEER_MSG_PROGRESS:
+		assert_int_equal(a->u.progress.round, b->u.progress.round);
+		assert_int_equal(a->u.progress.bytes, b->u.progress.bytes);
+		break;
+	case PEER_MSG_DONE:
+		assert_int_equal(a->u.done.channel, b->u.done.channel);
+		assert_int_equal(a->u.done.rounds, b->u.done.rounds);
+		assert_int_equal(a->u.done.bytes, b->u.done.bytes);
+		break;
+	case PEER_MSG_HASHES:
+		assert_int_equal(a->u.hashes.nblocks, b->u.hashes.nblocks);
+		for (unsigned i = 0; i < a->u.hashes.nblocks; i++)
+			assert_int_equal(a->u.hashes.hash[i], b->u.hashes.hash[i]);
+		break;
+	case PEER_MSG_FAIL:
+		assert_int_equal(a->u.error, b->u.error);
+		break;
+	default:
+		break;
+	}
+}
+
+static void test_peer_golden(void **state)
+{
+	static const uint8_t layout[32] = {
+		'V', 'M', 'P', 'R', 0x01, 0x00, 0x00, 0x00,
+		0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+		0x01, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00,
+		0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	};
+	struct peer_msg m, d;
+	uint8_t buf[PEER_MAX_MSG], want[PEER_MAX_MSG];
+	(void)state;
+
+	memset(&m, 0, sizeof(m));
+	m.type = PEER_MSG_LAYOUT;
+	m.u.layout.version = 1;
+	m.u.layout.nblocks = 3;
+	m.u.layout.flags = PEER_FLAG_VERIFY;
+	assert_int_equal(penc(&m, buf), 32);
+	assert_memory_equal(buf, layout, 32);
+	assert_rc(pdec(layout, 32, &d), 0, "golden layout");
+	assert_peer_eq(&d, &m);
+
+	memset(&m, 0, sizeof(m));
+	m.type = PEER_MSG_HASHES;
+	m.u.hashes.nblocks = 2;
+	m.u.hashes.hash[0] = 0x1111111122222222ull;
+	m.u.hashes.hash[1] = 0x0102030405060708ull;
+	assert_int_equal(penc(&m, buf), 40);
+	p_hdr(want, 6, 24);
+	st32(want + 16, 2);
+	st32(want + 20, 0);
+	st64(want + 24, 0x1111111122222222ull);
+	st64(want + 32, 0x0102030405060708ull);
+	assert_memory_equal(buf, want, 40);
+
+	memset(&m, 0, sizeof(m));
+	m.type = PEER_MSG_DONE;
+	m.u.done.channel = 3;
+	m.u.done.rounds = 9;
+	m.u.done.bytes = 0xabcdef;
+	assert_int_equal(penc(&m, buf), 40);
+	p_hdr(want, 5, 24);
+	st32(want + 16, 3);
+	st32(want + 20, 0);
+	st64(want + 24, 9);
+	st64(want + 32, 0xabcdef);
+	assert_memory_equal(buf, want, 40);
+
+	memset(&m, 0, sizeof(m));
+	m.type = PEER_MSG_BLOCK;
+	m.u.block.index = 1;
+	m.u.block.page_size = 2 * MiB;
+	m.u.block.size = 8 * GiB;
+	strcpy(m.u.block.name, "pc.ram");
+	assert_int_equal(penc(&m, buf), 64);
+	p_hdr(want, 2, 48);
+	st32(want + 16, 1);
+	st32(want + 20, 2 * MiB);
+	st64(want + 24, 8 * GiB);
+	memset(want + 32, 0, 32);
+	memcpy(want + 32, "pc.ram", 6);
+	assert_memory_equal(buf, want, 64);
+}
+
+static const unsigned peer_types[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+
+static void test_peer_roundtrip(void **state)
+{
+	(void)state;
+
+	for (size_t t = 0; t < sizeof(peer_types) / sizeof(peer_types[0]); t++) {
+		for (unsigned variant = 0; variant < 3; variant++) {
+			unsigned type = peer_types[t];
+			struct peer_msg m = p_valid(type, variant), d;
+			uint8_t buf[PEER_MAX_MSG], again[PEER_MAX_MSG];
+			size_t len = penc(&m, buf);
+
+			assert_int_equal(len, 16 + (size_t)spec_peer_plen(type,
+							m.u.hashes.nblocks));
+			assert_true(len <= PEER_MAX_MSG);
+			assert_int_equal(ld(buf, 4), P_MAGIC);
+			assert_int_equal(ld(buf + 4, 2), type);
+			assert_int_equal(ld(buf + 6, 2), 0);
+			assert_int_equal(ld(buf + 8, 4), len - 16);
+			assert_int_equal(ld(buf + 12, 4), 0);
+			memset(&d, 0xa5, sizeof(d));
+			assert_rc(pdec(buf, len, &d), 0, "type %u variant %u", type,
+				  variant);
+			assert_peer_eq(&d, &m);
+			assert_int_equal(penc(&d, again), len);
+			assert_memory_equal(again, buf, len);
+		}
+	}
+
+	/* HASHES with every block count. */
+	for (uint32_t n = 1; n <= 64; n++) {
+		struct peer_msg m, d;
+		uint8_t buf[PEER_MAX_MSG];
+		size_t len;
+
+		memset(&m, 0, sizeof(m));
+		m.type = PEER_MSG_HASHES;
+		m.u.hashes.nblocks = n;
+		for (uint32_t i = 0; i < n; i++)
+			m.u.hashes.hash[i] = ~(uint64_t)i * 0x9e3779b97f4a7c15ull;
+		len = penc(&m, buf);
+		assert_int_equal(len, 24 + 8 * n);
+		assert_rc(pdec(buf, len, &d), 0, "hashes %u", n);
+		assert_peer_eq(&d, &m);
+	}
+}
+
+static void test_peer_header(void **state)
+{
+	(void)state;
+
+	for (size_t t = 0; t < sizeof(peer_types) / sizeof(peer_types[0]); t++) {
+		unsigned type = peer_types[t];
+		struct peer_msg m = p_valid(type, 0);
+		uint8_t buf[PEER_MAX_MSG + 8];
+		size_t len;
+
+		/* Truncated header. */
+		for (size_t l = 0; l < 16; l++) {
+			len = penc(&m, buf);
+			assert_rc(pdec(buf, l, NULL), -EBADMSG, "type %u, %zu bytes",
+				  type, l);
+		}
+		/* Magic. */
+		for (unsigned i = 0; i < 4; i++) {
+			len = penc(&m, buf);
+			buf[i] ^= 0x20;
+			assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u magic %u",
+				  type, i);
+		}
+		len = penc(&m, buf);
+		st32(buf, O_MAGIC);
+		assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u owner magic", type);
+		/* Reserved header bytes. */
+		static const unsigned offs[] = { 6, 7, 12, 13, 14, 15 };
+		for (unsigned i = 0; i < 6; i++) {
+			len = penc(&m, buf);
+			buf[offs[i]] = 1;
+			assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u byte %u",
+				  type, offs[i]);
+		}
+		/* Length: trailing byte, one short, declared +-1. */
+		memset(buf, 0, sizeof(buf));
+		len = penc(&m, buf);
+		assert_rc(pdec(buf, len + 1, NULL), -EBADMSG, "type %u + 1 byte", type);
+		if (len > 16)
+			assert_rc(pdec(buf, len - 1, NULL), -EBADMSG, "type %u - 1 byte",
+				  type);
+		st32(buf + 8, (uint32_t)(len - 16 + 1));
+		assert_rc(pdec(buf, len + 1, NULL), -EBADMSG, "type %u declared + 1",
+			  type);
+		assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u declared > actual",
+			  type);
+		if (len > 16) {
+			st32(buf + 8, (uint32_t)(len - 16 - 1));
+			assert_rc(pdec(buf, len - 1, NULL), -EBADMSG,
+				  "type %u declared - 1", type);
+			assert_rc(pdec(buf, len, NULL), -EBADMSG,
+				  "type %u declared < actual", type);
+		}
+		st32(buf + 8, UINT32_MAX);
+		assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u declared ~0", type);
+	}
+	assert_rc(peer_msg_decode(NULL, 0, &(struct peer_msg){ 0 }), -EBADMSG, "NULL");
+	assert_rc(peer_msg_decode(NULL, 32, &(struct peer_msg){ 0 }), -EBADMSG,
+		  "NULL, 32");
+
+	/* Unknown types. */
+	static const unsigned unknown[] = { 0, 11, 12, 16, 17, 0x100, 0x8001, 0xffff };
+	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+		for (unsigned plen = 0; plen <= 48; plen += 8) {
+			uint8_t buf[64] = { 0 };
+
+			p_hdr(buf, (uint16_t)unknown[i], plen);
+			assert_rc(pdec(buf, 16 + plen, NULL), -EBADMSG,
+				  "type %u plen %u", unknown[i], plen);
+		}
+	}
+}
+
+/* A HASHES of our own making: declared nblocks n, payload for `have` blocks. */
+static int hashes_rc(uint32_t n, uint32_t have, uint32_t declared_plen,
+		     uint32_t reserved)
+{
+	uint8_t buf[16 + 8 + 8 * 80];
+	size_t len = 16 + 8 + 8 * (size_t)have;
+
+	assert_true(have <= 80);
+	memset(buf, 0x3c, sizeof(buf));
+	p_hdr(buf, 6, declared_plen);
+	st32(buf + 16, n);
+	st32(buf + 20, reserved);
+	return pdec(buf, len, NULL);
+}
+
+static void test_peer_hashes(void **state)
+{
+	(void)state;
+
+	assert_rc(hashes_rc(1, 1, 16, 0), 0, "1 block");
+	assert_rc(hashes_rc(64, 64, 520, 0), 0, "64 blocks");
+	assert_rc(hashes_rc(0, 0, 8, 0), -EBADMSG, "0 blocks");
+	assert_rc(hashes_rc(65, 65, 528, 0), -EBADMSG, "65 blocks");
+	assert_rc(hashes_rc(UINT32_MAX, 1, 16, 0), -EBADMSG, "~0 blocks");
+	assert_rc(hashes_rc(0x20000001u, 1, 16, 0), -EBADMSG,
+		  "nblocks whose 8*n wraps to 8");
+	assert_rc(hashes_rc(2, 1, 16, 0), -EBADMSG, "2 declared, 1 sent");
+	assert_rc(hashes_rc(2, 1, 24, 0), -EBADMSG, "2 declared, length for 2, 1 sent");
+	assert_rc(hashes_rc(1, 2, 24, 0), -EBADMSG, "1 declared, 2 sent");
+	assert_rc(hashes_rc(1, 2, 16, 0), -EBADMSG, "1 declared, trailing 8");
+	assert_rc(hashes_rc(1, 1, 24, 0), -EBADMSG, "length field 24");
+	assert_rc(hashes_rc(1, 1, 16, 1), -EBADMSG, "reserved 1");
+	assert_rc(hashes_rc(1, 1, 16, 0x80000000u), -EBADMSG, "reserved 2^31");
+
+	/* Too short to hold nblocks. */
+	for (size_t len = 16; len < 24; len++) {
+		uint8_t buf[24] = { 0 };
+
+		p_hdr(buf, 6, 8);
+		st32(buf + 16, 1);
+		assert_rc(pdec(buf, len, NULL), -EBADMSG, "hashes, %zu bytes", len);
+	}
+}
+
+static int layout_rc(uint32_t version, uint32_t nblocks, uint32_t flags,
+		     uint32_t zero)
+{
+	uint8_t buf[32];
+
+	p_hdr(buf, 1, 16);
+	st32(buf + 16, version);
+	st32(buf + 20, nblocks);
+	st32(buf + 24, flags);
+	st32(buf + 28, zero);
+	return pdec(buf, 32, NULL);
+}
+
+static int pblock_rc(uint32_t index, uint32_t page, uint64_t size, const char *name)
+{
+	uint8_t buf[64];
+
+	p_hdr(buf, 2, 48);
+	st32(buf + 16, index);
+	st32(buf + 20, page);
+	st64(buf + 24, size);
+	memset(buf + 32, 0, 32);
+	memcpy(buf + 32, name, strnlen(name, 32));
+	return pdec(buf, 64, NULL);
+}
+
+static int u32_peer_rc(unsigned type, uint32_t a, uint32_t b, size_t plen)
+{
+	uint8_t buf[64];
+
+	memset(buf, 0, sizeof(buf));
+	p_hdr(buf, (uint16_t)type, (uint32_t)plen);
+	st32(buf + 16, a);
+	if (plen >= 8)
+		st32(buf + 20, b);
+	return pdec(buf, 16 + plen, NULL);
+}
+
+static void test_peer_fields(void **state)
+{
+	(void)state;
+
+	/* LAYOUT */
+	assert_rc(layout_rc(1, 1, 0, 0), 0, "layout");
+	assert_rc(layout_rc(1, 64, 1, 0), 0, "layout 64 verify");
+	assert_rc(layout_rc(2, 1, 0, 0), -EPROTONOSUPPORT, "layout v2");
+	assert_rc(layout_rc(0, 1, 0, 0), -EPROTONOSUPPORT, "layout v0");
+	assert_rc(layout_rc(UINT32_MAX, 1, 0, 0), -EPROTONOSUPPORT, "layout v~0");
+	assert_rc(layout_rc(1, 0, 0, 0), -EBADMSG, "layout 0 blocks");
+	assert_rc(layout_rc(1, 65, 0, 0), -EBADMSG, "layout 65 blocks");
+	assert_rc(layout_rc(1, 1, 2, 0), -EBADMSG, "layout flags 2");
+	assert_rc(layout_rc(1, 1, 3, 0), -EBADMSG, "layout flags 3");
+	assert_rc(layout_rc(1, 1, 0x80000000u, 0), -EBADMSG, "layout flags 2^31");
+	assert_rc(layout_rc(1, 1, 0, 1), -EBADMSG, "layout reserved");
+
+	/* BLOCK */
+	assert_rc(pblock_rc(0, 4096, 4096, "pc.ram"), 0, "block");
+	assert_rc(pblock_rc(63, 1u << 30, 16 * TiB, "x"), 0, "block max");
+	assert_rc(pblock_rc(64, 4096, 4096, "pc.ram"), -EBADMSG, "block index 64");
+	static const uint32_t bad_pages[] = { 0, 2048, 4095, 4097, 12288, 1u << 31,
+					      UINT32_MAX };
+	for (size_t i = 0; i < sizeof(bad_pages) / sizeof(bad_pages[0]); i++)
+		assert_rc(pblock_rc(0, bad_pages[i], 12 * GiB, "pc.ram"), -EBADMSG,
+			  "block page %u", bad_pages[i]);
+	assert_rc(pblock_rc(0, 4096, 0, "pc.ram"), -EBADMSG, "block size 0");
+	assert_rc(pblock_rc(0, 4096, 6144, "pc.ram"), -EBADMSG, "block size 6144");
+	assert_rc(pblock_rc(0, 2 * MiB, 4096, "pc.ram"), -EBADMSG, "block size < page");
+	assert_rc(pblock_rc(0, 4096, 16 * TiB + 4096, "pc.ram"), -EBADMSG,
+		  "block size > 16 TiB");
+	assert_rc(pblock_rc(0, 4096, 4096, ""), -EBADMSG, "block name empty");
+	assert_rc(pblock_rc(0, 4096, 4096, "0123456789abcdef0123456789abcdef"),
+		  -EBADMSG, "block name unterminated");
+	assert_rc(pblock_rc(0, 4096, 4096, "pc\x01ram"), -EBADMSG, "block name \\x01");
+	assert_rc(pblock_rc(0, 4096, 4096, "pc\x7fram"), -EBADMSG, "block name \\x7f");
+	assert_rc(pblock_rc(0, 4096, 4096, "pc\xe9ram"), -EBADMSG, "block name \\xe9");
+	{
+		uint8_t buf[64];
+
+		p_hdr(buf, 2, 48);
+		st32(buf + 16, 0);
+		st32(buf + 20, 4096);
+		st64(buf + 24, 4096);
+		memset(buf + 32, 0, 32);
+		memcpy(buf + 32, "ram\0z", 5);
+		assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage after NUL");
+	}
+	{
+		uint8_t buf[64];
+
+		p_hdr(buf, 2, 48);
+		st32(buf + 16, 0);
+		st32(buf + 20, 4096);
+		st64(buf + 24, 4096);
+		memset(buf + 32, 0, 32);
+		memcpy(buf + 32, "ram", 3);
+		buf[63] = 1;
+		assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage at 31");
+	}
+
+	/* REGION */
+	assert_rc(u32_peer_rc(3, 63, 0, 40), 0, "region 63");
+	assert_rc(u32_peer_rc(3, 64, 0, 40), -EBADMSG, "region 64");
+	assert_rc(u32_peer_rc(3, UINT32_MAX, 0, 40), -EBADMSG, "region ~0");
+	assert_rc(u32_peer_rc(3, 0, 1, 40), -EBADMSG, "region reserved");
+
+	/* DONE */
+	assert_rc(u32_peer_rc(5, 15, 0, 24), 0, "done channel 15");
+	assert_rc(u32_peer_rc(5, 16, 0, 24), -EBADMSG, "done channel 16");
+	assert_rc(u32_peer_rc(5, UINT32_MAX, 0, 24), -EBADMSG, "done channel ~0");
+	assert_rc(u32_peer_rc(5, 0, 1, 24), -EBADMSG, "done reserved");
+
+	/* FAIL */
+	assert_rc(u32_peer_rc(10, 0, 0, 4), 0, "fail 0");
+	assert_rc(u32_peer_rc(10, 4095, 0, 4), 0, "fail 4095");
+	assert_rc(u32_peer_rc(10, 4096, 0, 4), -EBADMSG, "fail 4096");
+	assert_rc(u32_peer_rc(10, 0x80000000u, 0, 4), -EBADMSG, "fail 2^31");
+	assert_rc(u32_peer_rc(10, UINT32_MAX, 0, 4), -EBADMSG, "fail -1");
+}
+
+/* ---- fuzz ---- */
+
+/* Reference validity of an owner packet, from the protocol document. */
+static bool ref_name_ok(const uint8_t *n)
+{
+	size_t len = 0;
+
+	while (len < 32 && n[len])
+		len++;
+	if (len == 0 || len == 32)
+		return false;
+	for (size_t i = 0; i < 32; i++) {
+		if (i < len && (n[i] < 0x20 || n[i] > 0x7e))
+			return false;
+		if (i >= len && n[i])
+			return false;
+	}
+	return true;
+}
+
+static bool ref_page_ok(uint64_t page)
+{
+	for (unsigned s = 12; s <= 30; s++)
+		if (page == 1ull << s)
+			return true;
+	return false;
+}
+
+static int ref_owner(const uint8_t *b, size_t len, unsigned nfds)
+{
+	unsigned type;
+	long plen;
+	const uint8_t *p = b + 16;
+
+	if (len < 16 || ld(b, 4) != O_MAGIC || ld(b + 6, 2) || ld(b + 12, 4))
+		return -EBADMSG;
+	type = (unsigned)ld(b + 4, 2);
+	plen = spec_owner_plen(type);
+	if (plen < 0 || ld(b + 8, 4) != (uint64_t)plen || len != 16 + (size_t)plen ||
+	    nfds != spec_owner_nfds(type))
+		return -EBADMSG;
+	switch (type) {
+	case 1:
+	case 16:
+		if (ld(p, 4) != 1)
+			return -EPROTONOSUPPORT;
+		if (ld(p + 4, 4) != 1 && ld(p + 4, 4) != 2)
+			return -EBADMSG;
+		if (type == 16 && (ld(p + 16, 4) < 1 || ld(p + 16, 4) > 64 || ld(p + 20, 4)))
+			return -EBADMSG;
+		return 0;
+	case 17: {
+		uint64_t page = ld(p + 4, 4), off = ld(p + 8, 8), size = ld(p + 16, 8);
+		uint64_t bm = ld(p + 24, 8);
+
+		if (ld(p, 4) >= 64 || !ref_page_ok(page) || size == 0 || size % page ||
+		    size > 16 * TiB || off % page || off + size < off || bm % 8 ||
+		    bm > 1ull << 40 /* the code's limit; the document sets none */ ||
+		    !ref_name_ok(p + 32))
+			return -EBADMSG;
+		return 0;
+	}
+	case 18: {
+		uint64_t s = ld(p, 8);
+
+		return s && s % 8 == 0 && s <= 1ull << 40 /* code's limit */ ? 0 : -EBADMSG;
+	}
+	case 3:
+		return ld(p, 4) <= 99 ? 0 : -EBADMSG;
+	case 5:
+	case 7:
+		return ld(p, 4) <= 4095 ? 0 : -EBADMSG;
+	default:
+		return 0;
+	}
+}
+
+static int ref_peer(const uint8_t *b, size_t len)
+{
+	unsigned type;
+	uint64_t n = 0;
+	long plen;
+	const uint8_t *p = b + 16;
+
+	if (len < 16 || ld(b, 4) != P_MAGIC || ld(b + 6, 2) || ld(b + 12, 4))
+		return -EBADMSG;
+	type = (unsigned)ld(b + 4, 2);
+	if (type == 6) {
+		if (len < 24)
+			return -EBADMSG;
+		n = ld(p, 4);
+		if (n < 1 || n > 64)
+			return -EBADMSG;
+	}
+	plen = spec_peer_plen(type, (uint32_t)n);
+	if (plen < 0 || ld(b + 8, 4) != (uint64_t)plen || len != 16 + (size_t)plen)
+		return -EBADMSG;
+	switch (type) {
+	case 1:
+		if (ld(p, 4) != 1)
+			return -EPROTONOSUPPORT;
+		return ld(p + 4, 4) >= 1 && ld(p + 4, 4) <= 64 && !(ld(p + 8, 4) & ~1ull) &&
+			       !ld(p + 12, 4) ? 0 : -EBADMSG;
+	case 2: {
+		uint64_t page = ld(p + 4, 4), size = ld(p + 8, 8);
+
+		return ld(p, 4) < 64 && ref_page_ok(page) && size && size % page == 0 &&
+			       size <= 16 * TiB && ref_name_ok(p + 16) ? 0 : -EBADMSG;
+	}
+	case 3:
+		return ld(p, 4) < 64 && !ld(p + 4, 4) ? 0 : -EBADMSG;
+	case 5:
+		return ld(p, 4) < 16 && !ld(p + 4, 4) ? 0 : -EBADMSG;
+	case 6:
+		return ld(p + 4, 4) ? -EBADMSG : 0;
+	case 10:
+		return ld(p, 4) <= 4095 ? 0 : -EBADMSG;
+	default:
+		return 0;
+	}
+}
+
+static void rnd_name(char *name)
+{
+	size_t n = 1 + rnd_below(31);
+
+	memset(name, 0, OWNER_NAME_MAX);
+	for (size_t i = 0; i < n; i++)
+		name[i] = (char)(0x20 + rnd_below(0x5f));
+}
+
+/* A random valid owner message of a random type; returns its length. */
+static size_t rnd_owner_valid(uint8_t buf[OWNER_MAX_MSG])
+{
+	unsigned type = owner_types[rnd_below(sizeof(owner_types) / sizeof(owner_types[0]))];
+	struct owner_msg m;
+
+	if (rnd_below(4) == 0) /* more of the two that carry an fd */
+		type = rnd() & 1 ? OWNER_MSG_BLOCK : OWNER_MSG_BITMAP;
+	m = o_valid(type, (unsigned)rnd_below(3));
+
+	switch (type) {
+	case OWNER_MSG_HELLO:
+		m.u.hello.caps = rnd();
+		break;
+	case OWNER_MSG_WELCOME:
+		m.u.welcome.caps = rnd();
+		m.u.welcome.nblocks = 1 + (uint32_t)rnd_below(64);
+		break;
+	case OWNER_MSG_BLOCK: {
+		uint32_t page = 1u << (12 + rnd_below(19));
+		uint64_t maxpages = 16 * TiB / page;
+
+		m.u.block.index = (uint32_t)rnd_below(64);
+		m.u.block.page_size = page;
+		m.u.block.size = page * (1 + rnd_below(rnd() & 1 ? 16 : maxpages));
+		m.u.block.offset = page * rnd_below((UINT64_MAX - m.u.block.size) / page + 1);
+		if (rnd() & 1)
+			m.u.block.offset = page * rnd_below(64);
+		m.u.block.bitmap_offset = 8 * rnd_below((1ull << 37) + 1);
+		rnd_name(m.u.block.name);
+		break;
+	}
+	case OWNER_MSG_BITMAP:
+		m.u.bitmap_size = 8 * (1 + rnd_below(1ull << 37));
+		break;
+	case OWNER_MSG_SYNC:
+		m.u.round = rnd();
+		break;
+	case OWNER_MSG_ROUND_READY:
+		m.u.ready.round = rnd();
+		m.u.ready.dirty_pages = rnd();
+		break;
+	case OWNER_MSG_THROTTLE:
+		m.u.percent = (uint32_t)rnd_below(100);
+		break;
+	case OWNER_MSG_RESUME:
+	case OWNER_MSG_ABORT:
+		m.u.error = (int32_t)rnd_below(4096);
+		break;
+	default:
+		break;
+	}
+	return owner_msg_encode(&m, buf);
+}
+
+static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
+{
+	unsigned type = peer_types[rnd_below(sizeof(peer_types) / sizeof(peer_types[0]))];
+	struct peer_msg m = p_valid(type, (unsigned)rnd_below(3));
+
+	switch (type) {
+	case PEER_MSG_LAYOUT:
+		m.u.layout.nblocks = 1 + (uint32_t)rnd_below(64);
+		m.u.layout.flags = (uint32_t)rnd_below(2);
+		break;
+	case PEER_MSG_BLOCK: {
+		uint32_t page = 1u << (12 + rnd_below(19));
+
+		m.u.block.index = (uint32_t)rnd_below(64);
+		m.u.block.page_size = page;
+		m.u.block.size = page * (1 + rnd_below(16 * TiB / page));
+		rnd_name(m.u.block.name);
+		break;
+	}
+	case PEER_MSG_REGION:
+		m.u.region.index = (uint32_t)rnd_below(64);
+		for (unsigned i = 0; i < XPORT_REGION_DESC_SIZE; i++)
+			m.u.region.desc[i] = (uint8_t)rnd();
+		break;
+	case PEER_MSG_PROGRESS:
+		m.u.progress.round = rnd();
+		m.u.progress.bytes = rnd();
+		break;
+	case PEER_MSG_DONE:
+		m.u.done.channel = (uint32_t)rnd_below(16);
+		m.u.done.rounds = rnd();
+		m.u.done.bytes = rnd();
+		break;
+	case PEER_MSG_HASHES:
+		m.u.hashes.nblocks = 1 + (uint32_t)rnd_below(64);
+		for (unsigned i = 0; i < m.u.hashes.nblocks; i++)
+			m.u.hashes.hash[i] = rnd();
+		break;
+	case PEER_MSG_FAIL:
+		m.u.error = (int32_t)rnd_below(4096);
+		break;
+	default:
+		break;
+	}
+	return peer_msg_encode(&m, buf);
+}
+
+/* Flips, overwrites or resizes a few bytes. */
+static size_t mutate(uint8_t *buf, size_t len, size_t cap)
+{
+	unsigned n = 1 + (unsigned)rnd_below(4);
+
+	for (unsigned k = 0; k < n; k++) {
+		switch (rnd_below(8)) {
+		case 0: /* drop or add trailing bytes */
+			if (rnd() & 1 && len)
+				len -= 1 + rnd_below(len < 8 ? len : 8);
+			else if (len < cap)
+				len += 1 + rnd_below(cap - len < 8 ? cap - len : 8);
+			break;
+		case 1: /* a boundary value in a header field */
+			if (len >= 12)
+				st32(buf + 8, (uint32_t)(len - 16 + rnd_below(3) - 1));
+			break;
+		case 2: /* a payload u32 set to an interesting value */
+			if (len >= 20) {
+				static const uint32_t v[] = { 0, 1, 2, 63, 64, 65, 99, 100,
+							      4095, 4096, 1u << 30,
+							      UINT32_MAX };
+				size_t at = 16 + 4 * rnd_below((len - 16) / 4);
+
+				st32(buf + at, v[rnd_below(sizeof(v) / sizeof(v[0]))]);
+			}
+			break;
+		default: /* one bit */
+			if (len) {
+				size_t at = rnd_below(len);
+
+				buf[at] ^= (uint8_t)(1u << rnd_below(8));
+			}
+			break;
+		}
+	}
+	return len;
+}
+
+static void test_fuzz(void **state)
+{
+	enum { CAP = 600 };
+	unsigned long ok_owner[2] = { 0, 0 }, ok_peer = 0, eproto = 0;
+	(void)state;
+
+	rng_state = FUZZ_SEED;
+	for (unsigned long iter = 0; iter < FUZZ_ITERATIONS; iter++) {
+		uint8_t buf[CAP + PEER_MAX_MSG];
+		size_t len;
+
+		memset(buf, 0, sizeof(buf));
+		switch (rnd_below(6)) {
+		case 0: /* random bytes */
+			len = rnd_below(CAP + 1);
+			for (size_t i = 0; i < len; i++)
+				buf[i] = (uint8_t)rnd();
+			break;
+		case 1: /* a valid header (either protocol), random payload */
+			len = 16 + rnd_below(CAP - 16 + 1);
+			for (size_t i = 16; i < len; i++)
+				buf[i] = (uint8_t)(rnd_below(3) ? 0 : rnd());
+			if (rnd() & 1) {
+				unsigned t = owner_types[rnd_below(12)];
+
+				o_hdr(buf, (uint16_t)t, (uint32_t)spec_owner_plen(t));
+				if (rnd_below(4))
+					len = 16 + (size_t)spec_owner_plen(t);
+			} else {
+				unsigned t = peer_types[rnd_below(10)];
+				uint32_t n = 1 + (uint32_t)rnd_below(64);
+
+				p_hdr(buf, (uint16_t)t, (uint32_t)spec_peer_plen(t, n));
+				if (t == 6)
+					st32(buf + 16, n);
+				if (rnd_below(4))
+					len = 16 + (size_t)spec_peer_plen(t, n);
+			}
+			break;
+		case 2: /* a valid owner message */
+			len = rnd_owner_valid(buf);
+			if (rnd_below(4))
+				len = mutate(buf, len, CAP);
+			break;
+		default: /* a valid peer message */
+			len = rnd_peer_valid(buf);
+			if (rnd_below(4))
+				len = mutate(buf, len, CAP);
+			break;
+		}
+
+		for (unsigned nfds = 0; nfds < 2; nfds++) {
+			struct owner_msg m;
+			uint8_t again[OWNER_MAX_MSG];
+			int r = odec(buf, len, nfds, &m), want = ref_owner(buf, len, nfds);
+
+			if (r != 0 && r != -EBADMSG && r != -EPROTONOSUPPORT)
+				fail_msg("iter %lu owner nfds %u: rc %d", iter, nfds, r);
+			if (r != want)
+				fail_msg("iter %lu owner nfds %u len %zu type %u: got %s, "
+					 "reference %s", iter, nfds, len,
+					 len >= 6 ? (unsigned)ld(buf + 4, 2) : 0,
+					 rcname(r), rcname(want));
+			eproto += r == -EPROTONOSUPPORT;
+			if (r)
+				continue;
+			ok_owner[nfds]++;
+			assert_int_equal(owner_msg_nfds(m.type), nfds);
+			if (owner_msg_encode(&m, again) != len || memcmp(again, buf, len))
+				fail_msg("iter %lu: owner re-encoding differs (type %u)",
+					 iter, (unsigned)m.type);
+		}
+
+		struct peer_msg pm;
+		uint8_t again[PEER_MAX_MSG];
+		int r = pdec(buf, len, &pm), want = ref_peer(buf, len);
+
+		if (r != 0 && r != -EBADMSG && r != -EPROTONOSUPPORT)
+			fail_msg("iter %lu peer: rc %d", iter, r);
+		if (r != want)
+			fail_msg("iter %lu peer len %zu type %u: got %s, reference %s",
+				 iter, len, len >= 6 ? (unsigned)ld(buf + 4, 2) : 0,
+				 rcname(r), rcname(want));
+		eproto += r == -EPROTONOSUPPORT;
+		if (r)
+			continue;
+		ok_peer++;
+		if (peer_msg_encode(&pm, again) != len || memcmp(again, buf, len))
+			fail_msg("iter %lu: peer re-encoding differs (type %u)", iter,
+				 (unsigned)pm.type);
+	}
+	print_message("fuzz: owner accepted %lu (0 fds) + %lu (1 fd), peer %lu, "
+		      "EPROTONOSUPPORT %lu, of %u\n", ok_owner[0], ok_owner[1],
+		      ok_peer, eproto, FUZZ_ITERATIONS);
+	assert_true(ok_owner[0] >= 5000);
+	assert_true(ok_owner[1] >= 1000);
+	assert_true(ok_peer >= 10000);
+	assert_true(eproto >= 100);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_owner_golden),
+		cmocka_unit_test(test_owner_roundtrip),
+		cmocka_unit_test(test_owner_bad_magic),
+		cmocka_unit_test(test_owner_reserved),
+		cmocka_unit_test(test_owner_length),
+		cmocka_unit_test(test_owner_unknown_types),
+		cmocka_unit_test(test_owner_fd_count),
+		cmocka_unit_test(test_owner_version_role),
+		cmocka_unit_test(test_owner_welcome),
+		cmocka_unit_test(test_owner_block_fields),
+		cmocka_unit_test(test_owner_block_names),
+		cmocka_unit_test(test_owner_small_fields),
+		cmocka_unit_test(test_sock_block_fd),
+		cmocka_unit_test(test_sock_all_types),
+		cmocka_unit_test(test_sock_send_fd_mismatch),
+		cmocka_unit_test(test_sock_stray_fds),
+		cmocka_unit_test(test_sock_oversize),
+		cmocka_unit_test(test_sock_empty_packet),
+		cmocka_unit_test(test_sock_closed_peer),
+		cmocka_unit_test(test_sock_timeout),
+		cmocka_unit_test(test_peer_golden),
+		cmocka_unit_test(test_peer_roundtrip),
+		cmocka_unit_test(test_peer_header),
+		cmocka_unit_test(test_peer_hashes),
+		cmocka_unit_test(test_peer_fields),
+		cmocka_unit_test(test_fuzz),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
