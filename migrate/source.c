@@ -203,11 +203,16 @@ static void rate_limit(struct source *s, uint64_t bytes)
 		return;
 	s->bw_bytes += bytes;
 	due_ns = s->bw_start_ns + (uint64_t)((double)s->bw_bytes / (double)max * 1e9);
-	while (now_ns() < due_ns) {
-		uint64_t left = due_ns - now_ns();
-		struct timespec ts = { .tv_sec = (time_t)(left / 1000000000ull),
-				       .tv_nsec = (long)(left % 1000000000ull) };
+	for (;;) {
+		/* One clock read: a second one could pass due_ns and underflow. */
+		uint64_t t = now_ns(), left;
+		struct timespec ts;
 
+		if (t >= due_ns)
+			return;
+		left = due_ns - t;
+		ts = (struct timespec){ .tv_sec = (time_t)(left / 1000000000ull),
+					.tv_nsec = (long)(left % 1000000000ull) };
 		nanosleep(&ts, NULL);
 	}
 }
