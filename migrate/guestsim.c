@@ -192,10 +192,16 @@ static uint64_t page_seed(uint64_t seed, uint64_t page, uint32_t version)
 	return s ? s : 1;
 }
 
-/* Version 0 leaves every 4th page zero, for zero-page skipping to skip. */
+/*
+ * Version 0 leaves every zero_every-th page zero (default 4), for zero-page
+ * skipping to skip; 0 means none (incompressible RAM, as for benchmarks).
+ * Set once by the options, before any thread starts.
+ */
+static uint64_t zero_every = 4;
+
 static bool page_is_zero(uint64_t page, uint32_t version)
 {
-	return version == 0 && page % 4 == 3;
+	return version == 0 && zero_every && page % zero_every == zero_every - 1;
 }
 
 static uint64_t *page_words(const struct gs_ram *ram, uint64_t page)
@@ -1396,6 +1402,8 @@ static void usage(FILE *f)
 		"  --hot-fraction F        hotset: 90%% of writes go to this share of pages\n"
 		"                          (default 0.1)\n"
 		"  --seed S                content seed (default 0)\n"
+		"  --zero-every N          source: every N-th page starts zero (default 4;\n"
+		"                          0: none, all pages random)\n"
 		"  --hash-file FILE        source: write per-page hashes here at COMPLETED\n"
 		"  --check-hash-file FILE  dest: compare the image with this hash file\n"
 		"  --corrupt-page P        dest, for tests: flip a byte of page P at start;\n"
@@ -1464,6 +1472,7 @@ static int parse_one(struct gs_opts *o, int opt, const char *arg)
 		return r == 0 && o->hot_fraction == 0 ? -EINVAL : r;
 	case 'e': return parse_u64(arg, 0, UINT64_MAX, &o->seed);
 	case 'c': return parse_u64(arg, 0, UINT64_MAX - 1, &o->corrupt_page);
+	case 'z': return parse_u64(arg, 0, UINT32_MAX, &zero_every);
 	case 'm': return parse_u64(arg, 1, GS_MAX_RAM_MIB, &o->ram_mib);
 	case 'r':
 		r = parse_choice(arg, "source", "dest", &c);
@@ -1538,6 +1547,7 @@ static int parse_args(int argc, char **argv, struct gs_opts *o)
 		{ "hash-file", required_argument, NULL, 'H' },
 		{ "check-hash-file", required_argument, NULL, 'C' },
 		{ "corrupt-page", required_argument, NULL, 'c' },
+		{ "zero-every", required_argument, NULL, 'z' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
