@@ -51,7 +51,7 @@ static int expect(struct owner_session *s, enum owner_msg_type type,
 
 /* Maps [offset, offset+size) of fd after checking it lies inside the file. */
 static int map_checked(int fd, uint64_t offset, uint64_t size, int prot,
-		       uint8_t **ret)
+		       int flags, uint8_t **ret)
 {
 	struct stat st;
 	void *p;
@@ -62,7 +62,7 @@ static int map_checked(int fd, uint64_t offset, uint64_t size, int prot,
 		return -EBADMSG;
 	if (size > SIZE_MAX)
 		return -EFBIG;
-	p = mmap(NULL, (size_t)size, prot, MAP_SHARED, fd, (off_t)offset);
+	p = mmap(NULL, (size_t)size, prot, MAP_SHARED | flags, fd, (off_t)offset);
 	if (p == MAP_FAILED)
 		return -errno;
 	*ret = p;
@@ -87,7 +87,13 @@ static int receive_block(struct owner_session *s, unsigned index, int timeout_ms
 			return -EPROTO;
 	b->info = m.u.block;
 	b->npages = m.u.block.size / m.u.block.page_size;
-	r = map_checked(fd, b->info.offset, b->info.size, prot, &b->addr);
+	/*
+	 * The destination prefaults its RAM now: otherwise pages the source
+	 * never sends (zero pages) fault in while the final hashes are taken,
+	 * inside the guest's downtime.
+	 */
+	r = map_checked(fd, b->info.offset, b->info.size, prot,
+			s->role == OWNER_ROLE_DEST ? MAP_POPULATE : 0, &b->addr);
 	if (r < 0)
 		return r;
 	s->ram_bytes += b->info.size;
@@ -111,7 +117,7 @@ static int receive_bitmap(struct owner_session *s, int timeout_ms)
 				  m.u.bitmap_size))
 			return -EBADMSG;
 	}
-	r = map_checked(fd, 0, m.u.bitmap_size, PROT_READ | PROT_WRITE, &s->bitmap);
+	r = map_checked(fd, 0, m.u.bitmap_size, PROT_READ | PROT_WRITE, 0, &s->bitmap);
 	if (r < 0)
 		return r;
 	s->bitmap_size = m.u.bitmap_size;

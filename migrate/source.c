@@ -458,6 +458,7 @@ static uint64_t block_hash(const struct owner_ram_block *ram)
 static int stop_and_copy(struct source *s)
 {
 	struct peer_msg m = { .type = PEER_MSG_DONE };
+	uint64_t hashes[OWNER_MAX_BLOCKS];
 	uint64_t t_stop = now_ns();
 	int r;
 
@@ -475,15 +476,20 @@ static int stop_and_copy(struct source *s)
 		m.u.done.bytes = s->st->ram_transferred;
 		r = peer_send(s, &m, ch);
 	}
-	if (r == 0)
-		r = peer_recv(s, &m);
+	if (r < 0)
+		return r;
+	/* Hash while the destination hashes: verify costs downtime once, not twice. */
+	if (s->cfg->verify)
+		for (unsigned bi = 0; bi < s->nblocks; bi++)
+			hashes[bi] = block_hash(s->blocks[bi].ram);
+	r = peer_recv(s, &m);
 	if (r < 0)
 		return r;
 	if (s->cfg->verify) {
 		if (m.type != PEER_MSG_HASHES || m.u.hashes.nblocks != s->nblocks)
 			return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
 		for (unsigned bi = 0; bi < s->nblocks; bi++)
-			if (block_hash(s->blocks[bi].ram) != m.u.hashes.hash[bi])
+			if (hashes[bi] != m.u.hashes.hash[bi])
 				return fail(s, MIG_FAIL_VERIFY, -EILSEQ);
 	} else if (m.type != PEER_MSG_READY) {
 		return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
