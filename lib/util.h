@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -37,6 +38,14 @@ static inline int steal_fd(int *fd)
 	int ret = *fd;
 	*fd = -1;
 	return ret;
+}
+
+static inline uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static inline bool is_power_of_2(uint64_t v)

@@ -117,10 +117,7 @@ static struct rdma_listener *to_rlistener(struct xport_listener *l)
 
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(monotonic_ns() / 1000000);
 }
 
 static int remaining_ms(int64_t deadline)

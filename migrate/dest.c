@@ -31,19 +31,11 @@ struct dest {
 	uint64_t t_start;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void emit(struct dest *d, enum mig_event_type type)
 {
 	struct mig_event ev = { .type = type, .stats = d->st };
 
-	d->st->total_time_ms = (now_ns() - d->t_start) / 1000000;
+	d->st->total_time_ms = (monotonic_ns() - d->t_start) / 1000000;
 	if (d->fn)
 		d->fn(&ev, d->opaque);
 }
@@ -64,7 +56,7 @@ static int fail(struct dest *d, enum mig_failure why, int err)
  */
 static int recv_msg(struct dest *d, struct peer_msg *m)
 {
-	uint64_t deadline = now_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
+	uint64_t deadline = monotonic_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
 
 	for (;;) {
 		struct xport_completion c;
@@ -86,7 +78,7 @@ static int recv_msg(struct dest *d, struct peer_msg *m)
 			continue; /* our own sends completing */
 		if (d->cfg->cancel && *d->cfg->cancel)
 			return fail(d, MIG_FAIL_CANCELLED, -ECANCELED);
-		if (now_ns() > deadline)
+		if (monotonic_ns() > deadline)
 			return fail(d, MIG_FAIL_PEER, -ETIMEDOUT);
 		xport_wait(d->conn, 100);
 	}
@@ -176,7 +168,7 @@ static int setup(struct dest *d)
 	if (r < 0)
 		return fail(d, MIG_FAIL_PEER, r);
 	xport_listener_close(g_steal_pointer(&d->listener));
-	d->t_start = now_ns();
+	d->t_start = monotonic_ns();
 	d->st->transport = xport_conn_kind(d->conn);
 	d->st->channels = xport_conn_channels(d->conn);
 	r = check_layout(d);
@@ -184,7 +176,7 @@ static int setup(struct dest *d)
 		r = offer_regions(d);
 	if (r == 0) {
 		d->st->status = "active";
-		d->st->setup_time_ms = (now_ns() - d->t_start) / 1000000;
+		d->st->setup_time_ms = (monotonic_ns() - d->t_start) / 1000000;
 		emit(d, MIG_EV_SETUP_DONE);
 	}
 	return r;
@@ -272,7 +264,7 @@ int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 
 	memset(ret_stats, 0, sizeof(*ret_stats));
 	ret_stats->status = "setup";
-	d.t_start = now_ns();
+	d.t_start = monotonic_ns();
 	r = setup(&d);
 	if (r == 0)
 		r = receive_pages(&d);

@@ -156,14 +156,6 @@ struct gs {
 
 /* ---- page content ---- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t splitmix64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ull;
@@ -430,7 +422,7 @@ struct gs_bucket {
 
 static void bucket_reset(struct gs_bucket *b)
 {
-	uint64_t now = now_ns();
+	uint64_t now = monotonic_ns();
 
 	*b = (struct gs_bucket){
 		.last_ns = now, .next_tick_ns = now, .active_since_ns = now,
@@ -442,7 +434,7 @@ static void bucket_refill(struct gs_workload *w, struct gs_bucket *b)
 	unsigned throttle = atomic_load_explicit(&w->throttle, memory_order_relaxed);
 	double rate = w->bytes_per_ns * (100 - throttle) / 100.0;
 	double cap = rate * GS_BURST_NS;
-	uint64_t now = now_ns();
+	uint64_t now = monotonic_ns();
 
 	if (cap < w->ram->page_size)
 		cap = w->ram->page_size;
@@ -455,7 +447,7 @@ static void bucket_refill(struct gs_workload *w, struct gs_bucket *b)
 /* Sleeps to the next tick, or not at all when the writes overran it. */
 static void bucket_sleep(struct gs_bucket *b)
 {
-	uint64_t now = now_ns();
+	uint64_t now = monotonic_ns();
 	struct timespec ts;
 
 	b->next_tick_ns += GS_TICK_NS;
@@ -504,7 +496,7 @@ static bool workload_runnable(struct gs_workload *w, struct gs_bucket *b)
 	if (!atomic_load_explicit(&w->pause_req, memory_order_acquire))
 		return true;
 	pthread_mutex_lock(&w->lock);
-	w->run_ns += now_ns() - b->active_since_ns;
+	w->run_ns += monotonic_ns() - b->active_since_ns;
 	w->parked = true;
 	pthread_cond_broadcast(&w->cond);
 	while (atomic_load(&w->pause_req) && !w->quit)
@@ -717,13 +709,13 @@ static int read_file_exact(const char *path, uint8_t *buf, size_t len)
  * -EINTR when a signal arrives meanwhile. */
 static int wait_for_file(int sig_fd, const char *path, int timeout_ms)
 {
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t deadline = monotonic_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct pollfd pfd = { .fd = sig_fd, .events = POLLIN };
 
 	while (access(path, F_OK) < 0) {
 		if (errno != ENOENT)
 			return -errno;
-		if (now_ns() >= deadline)
+		if (monotonic_ns() >= deadline)
 			return -ETIMEDOUT;
 		if (poll(&pfd, 1, GS_HASH_POLL_MS) > 0)
 			return -EINTR;
@@ -1592,11 +1584,11 @@ static int setup_failed(const char *what, const char *detail, int r)
 
 static int source_prepare(struct gs *g)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = monotonic_ns();
 
 	ram_fill_initial(&g->ram, g->opt.seed);
 	log_info("filled %" PRIu64 " MiB in %.0f ms", g->opt.ram_mib,
-		 (double)(now_ns() - t0) / 1e6);
+		 (double)(monotonic_ns() - t0) / 1e6);
 	/* A hash file left by an earlier run must not satisfy a destination
 	 * that looks for it before this source completes. */
 	if (g->opt.hash_file && unlink(g->opt.hash_file) < 0 && errno != ENOENT)

@@ -112,7 +112,7 @@ size_t owner_msg_encode(const struct owner_msg *msg, uint8_t *buf)
 	return OWNER_HDR_SIZE + plen;
 }
 
-static bool valid_name(const uint8_t *name)
+bool owner_name_valid(const uint8_t name[OWNER_NAME_MAX])
 {
 	size_t n = strnlen((const char *)name, OWNER_NAME_MAX);
 
@@ -142,7 +142,7 @@ static int decode_block(const uint8_t *p, struct owner_block *b)
 	    b->offset > UINT64_MAX - b->size || b->bitmap_offset % 8 ||
 	    b->bitmap_offset > MAX_BITMAP_SIZE)
 		return -EBADMSG;
-	if (!valid_name(p + 32))
+	if (!owner_name_valid(p + 32))
 		return -EBADMSG;
 	memcpy(b->name, p + 32, OWNER_NAME_MAX);
 	return 0;

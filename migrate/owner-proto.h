@@ -111,5 +111,7 @@ int owner_send(int sock, const struct owner_msg *msg, int fd);
 int owner_recv(int sock, int timeout_ms, struct owner_msg *ret_msg, int *ret_fd);
 
 const char *owner_msg_name(enum owner_msg_type type);
+/* A RAM block name on the wire: printable ASCII, NUL terminated, zero padded. */
+bool owner_name_valid(const uint8_t name[OWNER_NAME_MAX]);
 
 #endif

@@ -76,19 +76,6 @@ size_t peer_msg_encode(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 	return PEER_HDR_SIZE + plen;
 }
 
-static bool valid_name(const uint8_t *name)
-{
-	size_t n = strnlen((const char *)name, OWNER_NAME_MAX);
-
-	if (n == 0 || n == OWNER_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < OWNER_NAME_MAX; i++)
-		if (i < n ? name[i] < 0x20 || name[i] > 0x7e : name[i] != 0)
-			return false;
-	return true;
-}
-
-
 static int decode_payload(const uint8_t *p, struct peer_msg *m)
 {
 	switch (m->type) {
@@ -111,7 +98,7 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 		    m->u.block.page_size < OWNER_MIN_PAGE ||
 		    m->u.block.page_size > OWNER_MAX_PAGE || m->u.block.size == 0 ||
 		    m->u.block.size > OWNER_MAX_BLOCK_SIZE ||
-		    m->u.block.size % m->u.block.page_size || !valid_name(p + 16))
+		    m->u.block.size % m->u.block.page_size || !owner_name_valid(p + 16))
 			return -EBADMSG;
 		memcpy(m->u.block.name, p + 16, OWNER_NAME_MAX);
 		return 0;

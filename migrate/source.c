@@ -49,19 +49,16 @@ struct source {
 	double last_bandwidth;          /* bytes/s of the last round */
 };
 
-static uint64_t now_ns(void)
+static uint64_t peer_deadline(const struct source *s)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return monotonic_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
 }
 
 static void emit(struct source *s, enum mig_event_type type)
 {
 	struct mig_event ev = { .type = type, .stats = s->st };
 
-	s->st->total_time_ms = (now_ns() - s->t_start) / 1000000;
+	s->st->total_time_ms = (monotonic_ns() - s->t_start) / 1000000;
 	if (s->fn)
 		s->fn(&ev, s->opaque);
 }
@@ -126,8 +123,8 @@ static int post(struct source *s, const struct xport_wr *wr)
 		if (r != -EAGAIN)
 			return r < 0 ? peer_fail(s, r) : 0;
 		if (!deadline)
-			deadline = now_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
-		else if (now_ns() > deadline)
+			deadline = peer_deadline(s);
+		else if (monotonic_ns() > deadline)
 			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
 		r = xport_flush(s->conn);
 		if (r == 0)
@@ -147,14 +144,14 @@ static int peer_send(struct source *s, const struct peer_msg *m, unsigned channe
 	uint8_t buf[PEER_MAX_MSG];
 	size_t len = peer_msg_encode(m, buf);
 
-	uint64_t deadline = now_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
+	uint64_t deadline = peer_deadline(s);
 
 	for (;;) {
 		int r = xport_send_copy(s->conn, channel, buf, len, 0, 0);
 
 		if (r != -EAGAIN)
 			return r < 0 ? peer_fail(s, r) : 0;
-		if (now_ns() > deadline)
+		if (monotonic_ns() > deadline)
 			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
 		r = reap(s, NULL);
 		if (r < 0)
@@ -166,7 +163,7 @@ static int peer_send(struct source *s, const struct peer_msg *m, unsigned channe
 /* Waits for the destination's next message. */
 static int peer_recv(struct source *s, struct peer_msg *m)
 {
-	uint64_t deadline = now_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
+	uint64_t deadline = peer_deadline(s);
 
 	for (;;) {
 		struct xport_completion c;
@@ -187,7 +184,7 @@ static int peer_recv(struct source *s, struct peer_msg *m)
 		r = check_cancel(s);
 		if (r < 0)
 			return r;
-		if (now_ns() > deadline)
+		if (monotonic_ns() > deadline)
 			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
 		if (r == 0)
 			xport_wait(s->conn, 100);
@@ -205,7 +202,7 @@ static void rate_limit(struct source *s, uint64_t bytes)
 	due_ns = s->bw_start_ns + (uint64_t)((double)s->bw_bytes / (double)max * 1e9);
 	for (;;) {
 		/* One clock read: a second one could pass due_ns and underflow. */
-		uint64_t t = now_ns(), left;
+		uint64_t t = monotonic_ns(), left;
 		struct timespec ts;
 
 		if (t >= due_ns)
@@ -221,7 +218,7 @@ static void rate_limit(struct source *s, uint64_t bytes)
 static int maybe_progress(struct source *s)
 {
 	struct peer_msg m = { .type = PEER_MSG_PROGRESS };
-	uint64_t t = now_ns();
+	uint64_t t = monotonic_ns();
 
 	if (t - s->t_progress < PROGRESS_NS)
 		return 0;
@@ -342,7 +339,7 @@ static int send_dirty(struct source *s)
 /* Waits until every write posted so far has completed, on every channel. */
 static int drain(struct source *s)
 {
-	uint64_t deadline = now_ns() + (uint64_t)s->cfg->peer_timeout_ms * 1000000ull;
+	uint64_t deadline = peer_deadline(s);
 	unsigned channels = s->st->channels, marks = 0;
 	int r;
 
@@ -364,7 +361,7 @@ static int drain(struct source *s)
 			r = check_cancel(s);
 		if (r < 0)
 			return r;
-		if (now_ns() > deadline)
+		if (monotonic_ns() > deadline)
 			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
 		if (marks < channels)
 			xport_wait(s->conn, 100);
@@ -374,7 +371,7 @@ static int drain(struct source *s)
 
 static int sync_dirty(struct source *s)
 {
-	uint64_t t = now_ns();
+	uint64_t t = monotonic_ns();
 	int r = owner_session_sync(s->owner, s->st->dirty_sync_count, s->cfg->owner_timeout_ms);
 	uint64_t pages = 0;
 
@@ -393,7 +390,7 @@ static int sync_dirty(struct source *s)
 /* One pre-copy round: send, wait for it to land, measure. */
 static int run_round(struct source *s, bool first)
 {
-	uint64_t t0 = now_ns(), bytes0 = s->st->ram_transferred, pages0 = s->st->normal;
+	uint64_t t0 = monotonic_ns(), bytes0 = s->st->ram_transferred, pages0 = s->st->normal;
 	double secs;
 	int r = first ? send_all_nonzero(s) : send_dirty(s);
 
@@ -401,7 +398,7 @@ static int run_round(struct source *s, bool first)
 		r = drain(s);
 	if (r < 0)
 		return r;
-	secs = (double)(now_ns() - t0) / 1e9;
+	secs = (double)(monotonic_ns() - t0) / 1e9;
 	s->st->rounds++;
 	if (secs > 0 && s->st->ram_transferred > bytes0) {
 		s->last_bandwidth = (double)(s->st->ram_transferred - bytes0) / secs;
@@ -459,7 +456,7 @@ static int stop_and_copy(struct source *s)
 {
 	struct peer_msg m = { .type = PEER_MSG_DONE };
 	uint64_t hashes[OWNER_MAX_BLOCKS];
-	uint64_t t_stop = now_ns();
+	uint64_t t_stop = monotonic_ns();
 	int r;
 
 	s->st->status = "device";
@@ -500,7 +497,7 @@ static int stop_and_copy(struct source *s)
 		r = peer_recv(s, &m);
 	if (r == 0 && m.type != PEER_MSG_COMMITTED)
 		r = fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
-	s->st->downtime_ms = (now_ns() - t_stop) / 1000000;
+	s->st->downtime_ms = (monotonic_ns() - t_stop) / 1000000;
 	return r;
 }
 
@@ -588,7 +585,7 @@ static int setup(struct source *s)
 	r = exchange_layout(s);
 	if (r < 0)
 		return r;
-	s->st->setup_time_ms = (now_ns() - s->t_start) / 1000000;
+	s->st->setup_time_ms = (monotonic_ns() - s->t_start) / 1000000;
 	emit(s, MIG_EV_SETUP_DONE);
 	return 0;
 }
@@ -611,7 +608,7 @@ int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 
 	memset(ret_stats, 0, sizeof(*ret_stats));
 	ret_stats->status = "setup";
-	s.t_start = s.t_progress = s.t_sync = s.bw_start_ns = now_ns();
+	s.t_start = s.t_progress = s.t_sync = s.bw_start_ns = monotonic_ns();
 	r = setup(&s);
 	if (r == 0)
 		r = precopy(&s);
