@@ -501,8 +501,8 @@ static int stop_and_copy(struct source *s)
 	return r;
 }
 
-/* Tells the destination our layout; learns where each block may go. */
-static int exchange_layout(struct source *s)
+/* Tells the destination our layout, so it can start registering its RAM. */
+static int send_layout(struct source *s)
 {
 	struct peer_msg m = {
 		.type = PEER_MSG_LAYOUT,
@@ -521,6 +521,15 @@ static int exchange_layout(struct source *s)
 		memcpy(m.u.block.name, info->name, OWNER_NAME_MAX);
 		r = peer_send(s, &m, 0);
 	}
+	return r;
+}
+
+/* Learns where each block may go. */
+static int recv_regions(struct source *s)
+{
+	struct peer_msg m;
+	int r = 0;
+
 	for (unsigned bi = 0; r == 0 && bi < s->nblocks; bi++) {
 		struct src_block *b = &s->blocks[bi];
 
@@ -574,15 +583,20 @@ static int setup(struct source *s)
 		return fail(s, MIG_FAIL_PEER, r);
 	s->st->transport = xport_conn_kind(s->conn);
 	s->st->channels = xport_conn_channels(s->conn);
+	for (unsigned bi = 0; bi < s->nblocks; bi++)
+		s->blocks[bi].ram = &s->owner->blocks[bi];
+	/* Both sides pin their RAM at the same time: registration is slow. */
+	r = send_layout(s);
+	if (r < 0)
+		return r;
 	for (unsigned bi = 0; bi < s->nblocks; bi++) {
 		struct src_block *b = &s->blocks[bi];
 
-		b->ram = &s->owner->blocks[bi];
 		r = register_block(s, b);
 		if (r < 0)
 			return fail(s, MIG_FAIL_SETUP, r);
 	}
-	r = exchange_layout(s);
+	r = recv_regions(s);
 	if (r < 0)
 		return r;
 	s->st->setup_time_ms = (monotonic_ns() - s->t_start) / 1000000;
