@@ -132,7 +132,7 @@ static int fake_source(const char *kase, struct xport_conn *c)
 /* The real source sends its layout first; answer it with the given lie. */
 static int fake_dest(const char *kase, struct xport_conn *c)
 {
-	uint8_t *ram = calloc(1, 4096);
+	static uint8_t ram[4096] __attribute__((aligned(4096)));
 	struct xport_mr *mr;
 	struct peer_msg m;
 	int r;
