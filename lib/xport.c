@@ -20,7 +20,11 @@ void xport_opts_init(struct xport_opts *opts)
 		.signal_interval = 16,
 		.max_msg = 4096,
 		.timeout_ms = 10000,
-		.zerocopy = XPORT_ZC_AUTO,
+		/*
+		 * Opt-in: under the migration load the tcp zero-copy path stalled
+		 * 3 times in 30 runs (completions never arrived); copying: 0 in 30.
+		 */
+		.zerocopy = XPORT_ZC_OFF,
 	};
 }
 

@@ -34,7 +34,7 @@ enum xport_kind {
 
 enum xport_zerocopy {
 	XPORT_ZC_AUTO = 0, /* tcp: zero-copy send for large payloads if the kernel can */
-	XPORT_ZC_OFF,
+	XPORT_ZC_OFF,      /* the default, see xport_opts_init() */
 	XPORT_ZC_ON,
 };
 

@@ -6,11 +6,6 @@ void mig_cfg_default(struct mig_cfg *cfg)
 	*cfg = (struct mig_cfg){ 0 };
 	xport_opts_init(&cfg->xopts);
 	cfg->xopts.channels = 4;
-	/*
-	 * Copying sends: zero-copy completions wait until the receiver has
-	 * freed the pages, and measured slower on loopback (1.3 vs 2-4.5 GB/s).
-	 */
-	cfg->xopts.zerocopy = XPORT_ZC_OFF;
 	converge_cfg_default(&cfg->converge);
 	cfg->owner_timeout_ms = 10000;
 	cfg->peer_timeout_ms = 30000;

@@ -342,7 +342,7 @@ static void usage(FILE *f)
 		"  -q, --channels N       QPs / sockets (default 1)\n"
 		"      --tx-depth N       outstanding writes per channel (default 128)\n"
 		"      --signal N         signal every N-th write (default 16)\n"
-		"      --zerocopy MODE    tcp: auto, on or off (default auto)\n"
+		"      --zerocopy MODE    tcp: auto, on or off (default off)\n"
 		"  -h, --help             this text\n"
 		"\n"
 		"Both sides must use the same --transport, --test, --size and --iters.\n"
