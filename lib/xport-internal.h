@@ -7,7 +7,9 @@
 #define VRDMA_XPORT_INTERNAL_H
 
 #include <glib.h>
+#include <limits.h>
 
+#include "util.h"
 #include "xport.h"
 
 struct xport_conn_ops {
@@ -76,6 +78,28 @@ int xport_conn_resolve(struct xport_conn *conn, uint32_t region, uint32_t key,
 		       void **ret_addr);
 uint32_t xport_random_u32(void);
 uint64_t xport_random_u64(void);
+
+/* Setup deadlines in monotonic ms; -1 means none (timeout_ms < 0). */
+static inline int64_t xport_now_ms(void)
+{
+	return (int64_t)(monotonic_ns() / 1000000);
+}
+
+static inline int64_t xport_deadline_after(int timeout_ms)
+{
+	return timeout_ms < 0 ? -1 : xport_now_ms() + timeout_ms;
+}
+
+/* A poll(2) timeout until the deadline: -1 for none, 0 once passed. */
+static inline int xport_ms_until(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline < 0)
+		return -1;
+	left = deadline - xport_now_ms();
+	return left <= 0 ? 0 : (int)MIN(left, INT_MAX);
+}
 
 /* Back-end entry points. */
 int xport_rdma_listen(const struct xport_opts *opts, const char *host,

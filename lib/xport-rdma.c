@@ -115,26 +115,6 @@ static struct rdma_listener *to_rlistener(struct xport_listener *l)
 	return container_of(l, struct rdma_listener, base);
 }
 
-static int64_t now_ms(void)
-{
-	return (int64_t)(monotonic_ns() / 1000000);
-}
-
-static int remaining_ms(int64_t deadline)
-{
-	int64_t left;
-
-	if (deadline < 0)
-		return -1;
-	left = deadline - now_ms();
-	return left > 0 ? (int)left : 0;
-}
-
-static int64_t deadline_after(int timeout_ms)
-{
-	return timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-}
-
 static int set_nonblock(int fd)
 {
 	int flags = fcntl(fd, F_GETFL);
@@ -156,7 +136,7 @@ static int next_cm_event(struct rdma_event_channel *ec, int64_t deadline,
 			return 0;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
-		r = poll(&pfd, 1, remaining_ms(deadline));
+		r = poll(&pfd, 1, xport_ms_until(deadline));
 		if (r == 0)
 			return -ETIMEDOUT;
 		if (r < 0 && errno != EINTR)
@@ -466,7 +446,7 @@ int xport_rdma_connect(const struct xport_opts *opts, const char *host,
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *dst = NULL;
-	int64_t deadline = deadline_after(opts->timeout_ms);
+	int64_t deadline = xport_deadline_after(opts->timeout_ms);
 	struct rdma_conn *c;
 	int r;
 
@@ -640,7 +620,7 @@ static int rdma_accept_conn(struct xport_listener *base, int timeout_ms,
 			    struct xport_conn **ret_conn)
 {
 	struct rdma_listener *l = to_rlistener(base);
-	int64_t deadline = deadline_after(timeout_ms);
+	int64_t deadline = xport_deadline_after(timeout_ms);
 
 	for (;;) {
 		struct rdma_cm_event *ev;

@@ -149,32 +149,11 @@ static struct tcp_conn *to_tcp(struct xport_conn *conn)
 
 /* ---- small helpers ---- */
 
-static gint64 now_ms(void)
-{
-	return g_get_monotonic_time() / 1000;
-}
-
-static gint64 deadline_after(int timeout_ms)
-{
-	return timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-}
-
 static gint64 earlier(gint64 a, gint64 b)
 {
 	if (a < 0)
 		return b;
 	return b < 0 ? a : MIN(a, b);
-}
-
-/* A poll(2) timeout: -1 for no deadline. */
-static int ms_until(gint64 deadline)
-{
-	gint64 left;
-
-	if (deadline < 0)
-		return -1;
-	left = deadline - now_ms();
-	return left <= 0 ? 0 : (int)MIN(left, INT_MAX);
 }
 
 /* A peer that went away shows up under many names; callers see one. */
@@ -948,7 +927,7 @@ static int wait_cqe(struct tcp_conn *tc, gint64 deadline)
 {
 	struct io_uring_cqe *cqe;
 	struct __kernel_timespec ts;
-	int ms = ms_until(deadline);
+	int ms = xport_ms_until(deadline);
 
 	if (ms < 0)
 		return io_uring_wait_cqe(&tc->ring, &cqe);
@@ -964,7 +943,7 @@ static int wait_cqe(struct tcp_conn *tc, gint64 deadline)
 static int tcp_wait(struct xport_conn *conn, int timeout_ms)
 {
 	struct tcp_conn *tc = to_tcp(conn);
-	gint64 deadline = deadline_after(timeout_ms);
+	gint64 deadline = xport_deadline_after(timeout_ms);
 
 	for (;;) {
 		int r;
@@ -1104,7 +1083,7 @@ static bool conn_busy(const struct tcp_conn *tc)
  */
 static void conn_drain(struct tcp_conn *tc)
 {
-	gint64 deadline = now_ms() + CLOSE_DRAIN_MS;
+	gint64 deadline = xport_now_ms() + CLOSE_DRAIN_MS;
 
 	while (conn_busy(tc)) {
 		int r = wait_cqe(tc, deadline);
@@ -1332,7 +1311,7 @@ static int wait_fd(int fd, short events, gint64 deadline)
 	struct pollfd p = { .fd = fd, .events = events };
 
 	for (;;) {
-		int n = poll(&p, 1, ms_until(deadline));
+		int n = poll(&p, 1, xport_ms_until(deadline));
 
 		if (n > 0)
 			return 0;
@@ -1529,7 +1508,7 @@ static void close_fds(int *fds, unsigned n)
 int xport_tcp_connect(const struct xport_opts *opts, const char *host,
 		      const char *port, struct xport_conn **ret)
 {
-	gint64 deadline = deadline_after(opts->timeout_ms);
+	gint64 deadline = xport_deadline_after(opts->timeout_ms);
 	struct peer_params peer = { .client_recv_depth = opts->recv_depth };
 	int fds[XPORT_MAX_CHANNELS];
 	struct tcp_conn *tc;
@@ -1630,7 +1609,7 @@ static unsigned pending_sockets(const struct tcp_listener *tl)
 
 static void listener_expire(struct tcp_listener *tl)
 {
-	gint64 now = now_ms();
+	gint64 now = xport_now_ms();
 
 	for (guint i = tl->hellos->len; i-- > 0;) {
 		struct hello_sock *hs = g_ptr_array_index(tl->hellos, i);
@@ -1679,7 +1658,7 @@ static int accept_new(struct tcp_listener *tl)
 		}
 		hs = g_new0(struct hello_sock, 1);
 		hs->fd = fd;
-		hs->deadline = deadline_after(tl->base.opts.timeout_ms);
+		hs->deadline = xport_deadline_after(tl->base.opts.timeout_ms);
 		g_ptr_array_add(tl->hellos, hs);
 	}
 }
@@ -1705,7 +1684,7 @@ static struct pend_group *group_join(struct tcp_listener *tl, int fd,
 		g = g_new0(struct pend_group, 1);
 		g->token = h->token;
 		g->hello = *h;
-		g->deadline = deadline_after(tl->base.opts.timeout_ms);
+		g->deadline = xport_deadline_after(tl->base.opts.timeout_ms);
 		for (unsigned i = 0; i < XPORT_MAX_CHANNELS; i++)
 			g->fds[i] = -1;
 		g_ptr_array_add(tl->groups, g);
@@ -1813,7 +1792,7 @@ static int accept_round(struct tcp_listener *tl, gint64 deadline,
 		snap[i] = g_ptr_array_index(tl->hellos, i);
 		pfds[i + 1] = (struct pollfd){ .fd = snap[i]->fd, .events = POLLIN };
 	}
-	r = poll(pfds, n + 1, ms_until(earlier(deadline, listener_next_expiry(tl))));
+	r = poll(pfds, n + 1, xport_ms_until(earlier(deadline, listener_next_expiry(tl))));
 	if (r < 0)
 		return errno == EINTR ? 1 : -errno;
 	*ret_progress = r > 0;
@@ -1836,7 +1815,7 @@ static int tcp_accept(struct xport_listener *listener, int timeout_ms,
 		      struct xport_conn **ret_conn)
 {
 	struct tcp_listener *tl = to_tcp_listener(listener);
-	gint64 deadline = deadline_after(timeout_ms);
+	gint64 deadline = xport_deadline_after(timeout_ms);
 
 	for (;;) {
 		bool progress = false;
@@ -1845,7 +1824,7 @@ static int tcp_accept(struct xport_listener *listener, int timeout_ms,
 		if (r <= 0)
 			return r;
 		/* Past the deadline, still drain what is ready now. */
-		if (!progress && deadline >= 0 && now_ms() >= deadline)
+		if (!progress && deadline >= 0 && xport_now_ms() >= deadline)
 			return -ETIMEDOUT;
 	}
 }
