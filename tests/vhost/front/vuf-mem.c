@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/* Guest RAM: memfd regions at chosen guest-physical addresses. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "vuf-internal.h"
+
+struct vuf_mem *vuf_mem_new(void)
+{
+	return calloc(1, sizeof(struct vuf_mem));
+}
+
+void vuf_mem_free(struct vuf_mem *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->nregions; i++) {
+		struct vuf_mem_region *r = &m->regions[i];
+
+		munmap(m->maps[i], r->fd_offset + r->size);
+		close(r->fd);
+	}
+	free(m);
+}
+
+static bool overlaps(const struct vuf_mem *m, uint64_t gpa, uint64_t size)
+{
+	for (size_t i = 0; i < m->nregions; i++) {
+		const struct vuf_mem_region *r = &m->regions[i];
+
+		if (gpa < r->gpa + r->size && r->gpa < gpa + size)
+			return true;
+	}
+	return false;
+}
+
+int vuf_mem_add_region(struct vuf_mem *m, uint64_t gpa, uint64_t size, uint64_t fd_offset)
+{
+	_cleanup_(closep) int fd = -1;
+	uint64_t total;
+	void *map;
+
+	if (m->nregions == VUF_MAX_REGIONS)
+		return -ENOSPC;
+	if (!size || gpa + size < gpa || __builtin_add_overflow(fd_offset, size, &total))
+		return -EINVAL;
+	if (overlaps(m, gpa, size))
+		return -EEXIST;
+	fd = memfd_create("vuf-guest-ram", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)total) < 0)
+		return -errno;
+	map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	m->maps[m->nregions] = map;
+	m->regions[m->nregions] = (struct vuf_mem_region){
+		.gpa = gpa, .size = size, .fd_offset = fd_offset,
+		.fd = steal_fd(&fd), .host = (uint8_t *)map + fd_offset,
+	};
+	m->nregions++;
+	return 0;
+}
+
+size_t vuf_mem_nregions(const struct vuf_mem *m) { return m->nregions; }
+
+const struct vuf_mem_region *vuf_mem_region(const struct vuf_mem *m, size_t i)
+{
+	return i < m->nregions ? &m->regions[i] : NULL;
+}
+
+struct vuf_region_desc vuf_mem_region_desc(const struct vuf_mem *m, size_t i)
+{
+	const struct vuf_mem_region *r = &m->regions[i];
+
+	/*
+	 * Like QEMU: the user address is where the region starts in our
+	 * address space, and the mmap offset is where it starts in the fd.
+	 */
+	return (struct vuf_region_desc){
+		.gpa = r->gpa, .size = r->size,
+		.uva = (uint64_t)(uintptr_t)r->host, .mmap_offset = r->fd_offset,
+	};
+}
+
+int vuf_mem_send_table(const struct vuf_mem *m, struct vuf_conn *c)
+{
+	struct vuf_region_desc d[VUF_MAX_REGIONS];
+	int fds[VUF_MAX_REGIONS];
+
+	for (size_t i = 0; i < m->nregions; i++) {
+		d[i] = vuf_mem_region_desc(m, i);
+		fds[i] = m->regions[i].fd;
+	}
+	return vuf_set_mem_table_raw(c, d, (uint32_t)m->nregions, fds, m->nregions);
+}
+
+static const struct vuf_mem_region *find(const struct vuf_mem *m, uint64_t gpa, uint64_t len)
+{
+	for (size_t i = 0; i < m->nregions; i++) {
+		const struct vuf_mem_region *r = &m->regions[i];
+
+		if (gpa >= r->gpa && range_within(gpa - r->gpa, len, r->size))
+			return r;
+	}
+	return NULL;
+}
+
+void *vuf_mem_ptr(const struct vuf_mem *m, uint64_t gpa, uint64_t len)
+{
+	const struct vuf_mem_region *r = find(m, gpa, len);
+
+	return r ? r->host + (gpa - r->gpa) : NULL;
+}
+
+int vuf_mem_gpa(const struct vuf_mem *m, const void *p, uint64_t *ret_gpa)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	for (size_t i = 0; i < m->nregions; i++) {
+		const struct vuf_mem_region *r = &m->regions[i];
+		uintptr_t base = (uintptr_t)r->host;
+
+		if (a >= base && a - base < r->size) {
+			*ret_gpa = r->gpa + (a - base);
+			return 0;
+		}
+	}
+	return -EFAULT;
+}
+
+int vuf_mem_uva(const struct vuf_mem *m, uint64_t gpa, uint64_t *ret_uva)
+{
+	void *p = vuf_mem_ptr(m, gpa, 1);
+
+	if (!p)
+		return -EFAULT;
+	*ret_uva = (uint64_t)(uintptr_t)p;
+	return 0;
+}
+
+int vuf_mem_alloc(struct vuf_mem *m, uint64_t size, uint64_t align, uint64_t *ret_gpa)
+{
+	if (!align || !is_power_of_2(align))
+		return -EINVAL;
+	while (m->alloc_region < m->nregions) {
+		struct vuf_mem_region *r = &m->regions[m->alloc_region];
+		/* Align the guest-physical address, not the region offset. */
+		uint64_t gpa = (r->gpa + m->alloc_off + align - 1) & ~(align - 1);
+		uint64_t off = gpa - r->gpa;
+
+		if (range_within(off, size, r->size)) {
+			m->alloc_off = off + size;
+			memset(r->host + off, 0, size);
+			*ret_gpa = gpa;
+			return 0;
+		}
+		m->alloc_region++;
+		m->alloc_off = 0;
+	}
+	return -ENOMEM;
+}
