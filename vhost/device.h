@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Devices served on the vhost-user core.  A device type opens its shared
+ * state once (a backing file, an entropy source) and makes one instance per
+ * front-end connection.
+ */
+#ifndef VRDMA_VHOST_DEVICE_H
+#define VRDMA_VHOST_DEVICE_H
+
+#include <stdbool.h>
+
+#include "vu.h"
+
+struct vhost_device_args {
+	const char *blk_file;
+	bool read_only;
+	unsigned int num_queues;
+	const char *entropy_file;
+};
+
+struct vhost_device_type {
+	const char *name;
+	/* Capability names for --print-capabilities (NULL-terminated). */
+	const char *const *capabilities;
+	int (*open)(const struct vhost_device_args *args, void **ret_shared);
+	void (*close)(void *shared);
+	/* Fills the ops for one connection and returns its instance. */
+	int (*instance_new)(void *shared, struct vu_device_ops *ret_ops, void **ret_instance);
+	void (*instance_free)(void *instance);
+};
+
+extern const struct vhost_device_type vhost_blk_type;
+extern const struct vhost_device_type vhost_rng_type;
+
+#endif

@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vrdma-vhost: the vhost-user back-end daemon QEMU connects to.  It follows
+ * QEMU's back-end program conventions (docs/interop/vhost-user.rst): no
+ * daemonizing, --socket-path or --fd, --print-capabilities, a prompt clean
+ * exit on SIGTERM.  A GLib main loop serves the control plane; every
+ * connection is an independent device instance, and one connection's
+ * failure never stops the others.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <glib-unix.h>
+#include <glib.h>
+
+#include "device.h"
+#include "log.h"
+#include "util.h"
+#include "vu.h"
+
+enum { EXIT_SETUP = 1, EXIT_USAGE = 2 };
+
+struct daemon {
+	GMainLoop *loop;
+	const struct vhost_device_type *type;
+	void *shared;
+	int listen_fd;
+	guint listen_watch;
+	const char *socket_path;
+	bool single_connection; /* --fd was a connected socket */
+	GList *conns;
+	unsigned int next_id;
+};
+
+struct conn {
+	struct daemon *d;
+	unsigned int id;
+	struct vu_dev *dev;
+	void *instance;
+	guint sock_watch;
+	GHashTable *watches; /* fd -> struct watch */
+};
+
+struct watch {
+	struct conn *c;
+	int fd;
+	vu_watch_cb cb;
+	void *data;
+	guint source;
+};
+
+static gboolean watch_fired(gint fd, GIOCondition cond, gpointer data)
+{
+	struct watch *w = data;
+
+	(void)cond;
+	w->cb(w->c->dev, fd, w->data);
+	return G_SOURCE_CONTINUE;
+}
+
+static void watch_destroy(gpointer data)
+{
+	struct watch *w = data;
+
+	g_source_remove(w->source);
+	g_free(w);
+}
+
+static void loop_add_watch(struct vu_dev *dev, int fd, vu_watch_cb cb, void *data)
+{
+	struct conn *c = vu_dev_loop_data(dev);
+	struct watch *w = g_new0(struct watch, 1);
+
+	w->c = c;
+	w->fd = fd;
+	w->cb = cb;
+	w->data = data;
+	w->source = g_unix_fd_add(fd, G_IO_IN, watch_fired, w);
+	g_hash_table_replace(c->watches, GINT_TO_POINTER(fd), w);
+}
+
+static void loop_remove_watch(struct vu_dev *dev, int fd)
+{
+	struct conn *c = vu_dev_loop_data(dev);
+
+	g_hash_table_remove(c->watches, GINT_TO_POINTER(fd));
+}
+
+static const struct vu_loop_ops loop_ops = {
+	.add_watch = loop_add_watch,
+	.remove_watch = loop_remove_watch,
+};
+
+static void conn_free(struct conn *c)
+{
+	struct daemon *d = c->d;
+
+	if (c->sock_watch)
+		g_source_remove(c->sock_watch);
+	vu_dev_free(c->dev);
+	g_hash_table_destroy(c->watches);
+	d->type->instance_free(c->instance);
+	d->conns = g_list_remove(d->conns, c);
+	g_free(c);
+	if (d->single_connection)
+		g_main_loop_quit(d->loop);
+}
+
+static gboolean conn_readable(gint fd, GIOCondition cond, gpointer data)
+{
+	struct conn *c = data;
+	int ret;
+
+	(void)fd, (void)cond;
+	ret = vu_dev_dispatch(c->dev);
+	if (ret == 0)
+		return G_SOURCE_CONTINUE;
+	if (ret == -ECONNRESET)
+		log_info("connection %u: closed by the front end", c->id);
+	else
+		log_warn("connection %u: dropped: %s", c->id, strerror(-ret));
+	c->sock_watch = 0; /* returning REMOVE destroys the source */
+	conn_free(c);
+	return G_SOURCE_REMOVE;
+}
+
+static int conn_new(struct daemon *d, int sock)
+{
+	struct vu_device_ops ops;
+	struct conn *c;
+	int ret;
+
+	c = g_new0(struct conn, 1);
+	c->d = d;
+	c->id = ++d->next_id;
+	c->watches = g_hash_table_new_full(NULL, NULL, NULL, watch_destroy);
+	ret = d->type->instance_new(d->shared, &ops, &c->instance);
+	if (ret < 0)
+		goto err;
+	ret = vu_dev_new(sock, &ops, c->instance, &loop_ops, c, &c->dev);
+	if (ret < 0) {
+		d->type->instance_free(c->instance);
+		goto err;
+	}
+	c->sock_watch = g_unix_fd_add(sock, G_IO_IN | G_IO_HUP | G_IO_ERR, conn_readable, c);
+	d->conns = g_list_prepend(d->conns, c);
+	log_info("connection %u: front end connected", c->id);
+	return 0;
+err:
+	g_hash_table_destroy(c->watches);
+	g_free(c);
+	close(sock);
+	return ret;
+}
+
+static gboolean listen_readable(gint fd, GIOCondition cond, gpointer data)
+{
+	struct daemon *d = data;
+	int sock;
+
+	(void)cond;
+	sock = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (sock < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			log_warn("accept: %s", strerror(errno));
+		return G_SOURCE_CONTINUE;
+	}
+	if (conn_new(d, sock) < 0)
+		log_warn("cannot serve a new connection");
+	return G_SOURCE_CONTINUE;
+}
+
+/* A stale socket file from a killed daemon is replaced; anything else is not. */
+static int listen_on_path(const char *path)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, ret;
+
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(addr.sun_path, path);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return -EEXIST;
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, 16) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+static int adopt_fd(struct daemon *d, int fd)
+{
+	int listening = 0;
+	socklen_t len = sizeof(listening);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0)
+		return -errno;
+	if (!g_unix_set_fd_nonblocking(fd, TRUE, NULL))
+		return -EINVAL;
+	if (listening) {
+		d->listen_fd = fd;
+		return 0;
+	}
+	d->single_connection = true;
+	return conn_new(d, fd);
+}
+
+static gboolean on_quit_signal(gpointer data)
+{
+	struct daemon *d = data;
+
+	log_info("signal received, exiting");
+	g_main_loop_quit(d->loop);
+	return G_SOURCE_CONTINUE;
+}
+
+/* SIGHUP: the backing store may have changed size; tell every front end. */
+static gboolean on_hangup(gpointer data)
+{
+	struct daemon *d = data;
+
+	for (GList *l = d->conns; l; l = l->next) {
+		struct conn *c = l->data;
+		int ret = vu_dev_config_changed(c->dev);
+
+		if (ret < 0 && ret != -EOPNOTSUPP)
+			log_warn("connection %u: config change notice: %s", c->id, strerror(-ret));
+	}
+	return G_SOURCE_CONTINUE;
+}
+
+static const struct vhost_device_type *device_types[] = { &vhost_blk_type, &vhost_rng_type };
+
+static const struct vhost_device_type *find_type(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(device_types); i++)
+		if (strcmp(device_types[i]->name, name) == 0)
+			return device_types[i];
+	return NULL;
+}
+
+static void print_capabilities(const struct vhost_device_type *type)
+{
+	printf("{\n  \"type\": \"%s\",\n  \"features\": [", type->name);
+	for (size_t i = 0; type->capabilities[i]; i++)
+		printf("%s\n    \"%s\"", i ? "," : "", type->capabilities[i]);
+	printf("\n  ]\n}\n");
+}
+
+struct options {
+	gchar *device;
+	gchar *socket_path;
+	gint fd;
+	gboolean print_capabilities;
+	gchar *blk_file;
+	gboolean read_only;
+	gint num_queues;
+	gchar *entropy_file;
+	gboolean verbose;
+};
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	GOptionEntry entries[] = {
+		{ "device", 0, 0, G_OPTION_ARG_STRING, &o->device, "device type: blk or rng (default blk)", "TYPE" },
+		{ "socket-path", 0, 0, G_OPTION_ARG_FILENAME, &o->socket_path, "listen on this UNIX socket", "PATH" },
+		{ "fd", 0, 0, G_OPTION_ARG_INT, &o->fd, "serve this inherited socket (listening or connected)", "FD" },
+		{ "print-capabilities", 0, 0, G_OPTION_ARG_NONE, &o->print_capabilities, "print capabilities as JSON and exit", NULL },
+		{ "blk-file", 0, 0, G_OPTION_ARG_FILENAME, &o->blk_file, "blk: backing file or block device", "PATH" },
+		{ "read-only", 0, 0, G_OPTION_ARG_NONE, &o->read_only, "blk: refuse writes", NULL },
+		{ "num-queues", 0, 0, G_OPTION_ARG_INT, &o->num_queues, "blk: request queues, 1..8 (default 1)", "N" },
+		{ "entropy-file", 0, 0, G_OPTION_ARG_FILENAME, &o->entropy_file, "rng: source (default /dev/urandom; a regular file is served cyclically)", "PATH" },
+		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
+		{ NULL },
+	};
+	g_autoptr(GOptionContext) ctx = g_option_context_new("- vhost-user back end for vrdma");
+	g_autoptr(GError) err = NULL;
+
+	o->fd = -1;
+	o->num_queues = 1;
+	g_option_context_add_main_entries(ctx, entries, NULL);
+	g_option_context_set_description(ctx,
+		"Exit status: 0 on SIGTERM/SIGINT or when an --fd connection ends,\n"
+		"1 when the device or socket cannot be set up, 2 on bad usage.\n"
+		"SIGHUP re-reads the blk backing size and notifies the front ends.\n");
+	if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+		fprintf(stderr, "vrdma-vhost: %s (see --help)\n", err->message);
+		return -EINVAL;
+	}
+	if (argc > 1) {
+		fprintf(stderr, "vrdma-vhost: unexpected argument '%s'\n", argv[1]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_usage(const struct options *o)
+{
+	if (o->print_capabilities)
+		return 0;
+	if (!!o->socket_path == (o->fd >= 0)) {
+		fprintf(stderr, "vrdma-vhost: give exactly one of --socket-path and --fd\n");
+		return -EINVAL;
+	}
+	if (o->num_queues < 1 || o->num_queues > 8) {
+		fprintf(stderr, "vrdma-vhost: --num-queues must be 1..8\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int run(struct daemon *d, const struct options *o)
+{
+	struct vhost_device_args args = {
+		.blk_file = o->blk_file,
+		.read_only = o->read_only,
+		.num_queues = (unsigned int)o->num_queues,
+		.entropy_file = o->entropy_file,
+	};
+	int ret;
+
+	ret = d->type->open(&args, &d->shared);
+	if (ret < 0) {
+		log_error("%s device: %s%s", d->type->name, strerror(-ret),
+			  ret == -EINVAL && !o->blk_file && d->type == &vhost_blk_type ?
+				  " (--blk-file is required)" : "");
+		return EXIT_SETUP;
+	}
+	if (o->socket_path) {
+		ret = listen_on_path(o->socket_path);
+		if (ret < 0) {
+			log_error("cannot listen on %s: %s", o->socket_path, strerror(-ret));
+			return EXIT_SETUP;
+		}
+		d->listen_fd = ret;
+		d->socket_path = o->socket_path;
+	} else {
+		ret = adopt_fd(d, o->fd);
+		if (ret < 0) {
+			log_error("--fd %d: %s", o->fd, strerror(-ret));
+			return EXIT_SETUP;
+		}
+	}
+	if (d->listen_fd >= 0)
+		d->listen_watch = g_unix_fd_add(d->listen_fd, G_IO_IN, listen_readable, d);
+	g_unix_signal_add(SIGTERM, on_quit_signal, d);
+	g_unix_signal_add(SIGINT, on_quit_signal, d);
+	g_unix_signal_add(SIGHUP, on_hangup, d);
+	log_info("%s device ready%s%s", d->type->name, d->socket_path ? " on " : "",
+		 d->socket_path ? d->socket_path : "");
+	g_main_loop_run(d->loop);
+	return 0;
+}
+
+static void daemon_cleanup(struct daemon *d)
+{
+	while (d->conns) {
+		struct conn *c = d->conns->data;
+
+		d->single_connection = false;
+		conn_free(c);
+	}
+	if (d->listen_watch)
+		g_source_remove(d->listen_watch);
+	if (d->listen_fd >= 0)
+		close(d->listen_fd);
+	if (d->socket_path)
+		unlink(d->socket_path);
+	if (d->shared)
+		d->type->close(d->shared);
+	g_main_loop_unref(d->loop);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { 0 };
+	struct daemon d = { .listen_fd = -1 };
+	int rc;
+
+	log_init("vrdma-vhost", LOG_LVL_INFO);
+	signal(SIGPIPE, SIG_IGN);
+	if (parse_options(argc, argv, &o) < 0 || check_usage(&o) < 0)
+		return EXIT_USAGE;
+	if (o.verbose)
+		log_init("vrdma-vhost", LOG_LVL_DEBUG);
+	d.type = find_type(o.device ? o.device : "blk");
+	if (!d.type) {
+		fprintf(stderr, "vrdma-vhost: unknown --device '%s' (blk, rng)\n", o.device);
+		return EXIT_USAGE;
+	}
+	if (o.print_capabilities) {
+		print_capabilities(d.type);
+		return 0;
+	}
+	d.loop = g_main_loop_new(NULL, FALSE);
+	rc = run(&d, &o);
+	daemon_cleanup(&d);
+	g_free(o.device);
+	g_free(o.socket_path);
+	g_free(o.blk_file);
+	g_free(o.entropy_file);
+	return rc;
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* Private to the vhost-user core: state shared by its .c files. */
+#ifndef VRDMA_VU_INTERNAL_H
+#define VRDMA_VU_INTERNAL_H
+
+#include <linux/virtio_ring.h>
+#include <stddef.h>
+
+#include "vu-proto.h"
+#include "vu.h"
+
+/* --- guest memory (vu-mem.c) --- */
+
+struct vu_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t uva; /* the front end's address of the region */
+	uint64_t mmap_offset;
+	uint8_t *host; /* our mapping of gpa */
+	void *map_base;
+	size_t map_len;
+};
+
+struct vu_mem {
+	unsigned int nregions;
+	struct vu_region regions[VU_MAX_MEM_SLOTS];
+};
+
+/* Maps the region; takes no ownership of fd. */
+int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd);
+int vu_mem_remove(struct vu_mem *mem, const struct vu_mem_desc *d);
+void vu_mem_clear(struct vu_mem *mem);
+/*
+ * Host pointer for guest address gpa, and how many of the len bytes from
+ * there stay inside that one region (*ret_len, >0).  NULL if unmapped.
+ */
+void *vu_mem_gpa(const struct vu_mem *mem, uint64_t gpa, uint64_t len, uint64_t *ret_len);
+/* Host pointer for [uva, uva+len) which must lie in one region, or NULL. */
+void *vu_mem_uva(const struct vu_mem *mem, uint64_t uva, uint64_t len);
+
+/* --- dirty log (vu-log.c) --- */
+
+struct vu_log {
+	uint8_t *bits;
+	uint64_t size; /* bytes of bitmap */
+	void *map_base;
+	size_t map_len;
+};
+
+int vu_log_set(struct vu_log *log, int fd, uint64_t size, uint64_t offset);
+void vu_log_clear(struct vu_log *log);
+/* Marks every 4 KiB page of [gpa, gpa+len); pages past the log are skipped. */
+void vu_log_write(struct vu_log *log, uint64_t gpa, uint64_t len);
+
+/* --- inflight tracking area (vu-inflight.c) --- */
+
+struct vu_inflight_desc_state {
+	uint8_t inflight;
+	uint8_t padding[5];
+	uint16_t next;
+	uint64_t counter;
+};
+
+struct vu_inflight_queue {
+	uint64_t features;
+	uint16_t version;
+	uint16_t desc_num;
+	uint16_t last_batch_head;
+	uint16_t used_idx;
+	struct vu_inflight_desc_state desc[];
+};
+
+struct vu_inflight {
+	void *map_base;
+	size_t map_len;
+	uint32_t skew; /* mapping starts this far before the area */
+	int fd;
+	uint16_t num_queues;
+	uint16_t queue_size;
+};
+
+/* Bytes of one queue's region, 64-byte aligned (0 if queue_size invalid). */
+uint64_t vu_inflight_queue_bytes(uint16_t queue_size);
+int vu_inflight_create(struct vu_inflight *inf, uint16_t num_queues, uint16_t queue_size);
+int vu_inflight_adopt(struct vu_inflight *inf, int fd, const struct vu_inflight_desc *d);
+void vu_inflight_clear(struct vu_inflight *inf);
+struct vu_inflight_queue *vu_inflight_queue(const struct vu_inflight *inf, unsigned int index);
+
+/* --- virtqueues (vu-vq.c) --- */
+
+struct vu_vq {
+	struct vu_dev *dev;
+	unsigned int index;
+	uint32_t num;
+	struct vu_vring_addr addr;
+	bool addr_set;
+	bool started; /* kick fd given, not stopped by GET_VRING_BASE */
+	bool enabled;
+	bool broken;
+	int kick_fd;
+	int call_fd;
+	int err_fd;
+
+	struct vring_desc *desc;
+	struct vring_avail *avail;
+	struct vring_used *used;
+
+	uint16_t last_avail_idx;
+	uint16_t used_idx;
+	uint16_t signalled_used;
+	bool signalled_used_valid;
+
+	struct vu_inflight_queue *inflight;
+	uint64_t inflight_counter;
+	uint16_t *resubmit; /* heads to re-execute first, in counter order */
+	unsigned int resubmit_num;
+	unsigned int resubmit_next;
+};
+
+/* Resolves ring addresses against the current memory; -EFAULT if not mapped. */
+int vq_map_rings(struct vu_vq *vq);
+/* Starts processing: shadow indexes, inflight recovery. */
+int vq_start(struct vu_vq *vq);
+void vq_stop(struct vu_vq *vq);
+/* Marks the queue dead and tells the front end through the err fd. */
+void vq_break(struct vu_vq *vq);
+bool vq_ready(const struct vu_vq *vq);
+void vq_close_fds(struct vu_vq *vq);
+
+/* --- the device (vu-dev.c) --- */
+
+struct vu_dev {
+	int sock;
+	struct vu_device_ops ops;
+	void *opaque;
+	struct vu_loop_ops loop;
+	void *loop_data;
+	struct vu_msg_reader reader;
+
+	uint64_t features;
+	uint64_t protocol_features;
+	uint8_t status;
+	bool owner_set;
+	int backend_fd;
+
+	struct vu_mem mem;
+	struct vu_log log;
+	struct vu_inflight inflight;
+	unsigned int num_queues;
+	struct vu_vq *vqs;
+};
+
+static inline bool vu_has_feature(const struct vu_dev *dev, unsigned int bit)
+{
+	return dev->features & (1ull << bit);
+}
+
+static inline bool vu_has_protocol_feature(const struct vu_dev *dev, unsigned int bit)
+{
+	return dev->protocol_features & (1ull << bit);
+}
+
+static inline bool vu_logging(const struct vu_dev *dev)
+{
+	return vu_has_feature(dev, VU_F_LOG_ALL) && dev->log.bits;
+}
+
+#endif

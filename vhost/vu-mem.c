@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Guest memory regions.  Each region is checked against the fd it comes
+ * with (fstat), against wrap-around in all three address spaces and
+ * against overlap with the regions already mapped, before it is mapped.
+ * Translation never crosses from one region into another: callers get the
+ * length that stays inside the region and walk on themselves.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "vu-internal.h"
+
+static bool wraps(uint64_t start, uint64_t len)
+{
+	return start + len < start;
+}
+
+static bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+static int check_against_fd(const struct vu_mem_desc *d, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+		return -EINVAL;
+	/* A shorter file would SIGBUS us on first touch. */
+	if (S_ISREG(st.st_mode) && !range_within(d->mmap_offset, d->size, (uint64_t)st.st_size))
+		return -EINVAL;
+	return 0;
+}
+
+static int check_region(const struct vu_mem *mem, const struct vu_mem_desc *d)
+{
+	if (d->size == 0 || wraps(d->guest_addr, d->size) || wraps(d->user_addr, d->size) ||
+	    wraps(d->mmap_offset, d->size))
+		return -EINVAL;
+	if (d->size > SIZE_MAX / 2)
+		return -EINVAL;
+	for (unsigned int i = 0; i < mem->nregions; i++) {
+		const struct vu_region *r = &mem->regions[i];
+
+		if (overlaps(d->guest_addr, d->size, r->gpa, r->size) ||
+		    overlaps(d->user_addr, d->size, r->uva, r->size))
+			return -EEXIST;
+	}
+	return 0;
+}
+
+int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t skew = d->mmap_offset % page;
+	struct vu_region *r;
+	void *base;
+	int ret;
+
+	if (mem->nregions >= VU_MAX_MEM_SLOTS)
+		return -ENOSPC;
+	ret = check_region(mem, d);
+	if (ret < 0)
+		return ret;
+	ret = check_against_fd(d, fd);
+	if (ret < 0)
+		return ret;
+	/* mmap wants a page-aligned offset: map from the page before. */
+	base = mmap(NULL, d->size + skew, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd,
+		    (off_t)(d->mmap_offset - skew));
+	if (base == MAP_FAILED)
+		return -errno;
+	r = &mem->regions[mem->nregions++];
+	*r = (struct vu_region){
+		.gpa = d->guest_addr,
+		.size = d->size,
+		.uva = d->user_addr,
+		.mmap_offset = d->mmap_offset,
+		.host = (uint8_t *)base + skew,
+		.map_base = base,
+		.map_len = d->size + skew,
+	};
+	return 0;
+}
+
+int vu_mem_remove(struct vu_mem *mem, const struct vu_mem_desc *d)
+{
+	for (unsigned int i = 0; i < mem->nregions; i++) {
+		struct vu_region *r = &mem->regions[i];
+
+		if (r->gpa != d->guest_addr || r->size != d->size || r->uva != d->user_addr)
+			continue;
+		munmap(r->map_base, r->map_len);
+		memmove(r, r + 1, (mem->nregions - i - 1) * sizeof(*r));
+		mem->nregions--;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+void vu_mem_clear(struct vu_mem *mem)
+{
+	for (unsigned int i = 0; i < mem->nregions; i++)
+		munmap(mem->regions[i].map_base, mem->regions[i].map_len);
+	mem->nregions = 0;
+}
+
+void *vu_mem_gpa(const struct vu_mem *mem, uint64_t gpa, uint64_t len, uint64_t *ret_len)
+{
+	for (unsigned int i = 0; i < mem->nregions; i++) {
+		const struct vu_region *r = &mem->regions[i];
+		uint64_t off;
+
+		if (gpa < r->gpa || gpa - r->gpa >= r->size)
+			continue;
+		off = gpa - r->gpa;
+		*ret_len = len < r->size - off ? len : r->size - off;
+		return r->host + off;
+	}
+	return NULL;
+}
+
+void *vu_mem_uva(const struct vu_mem *mem, uint64_t uva, uint64_t len)
+{
+	for (unsigned int i = 0; i < mem->nregions; i++) {
+		const struct vu_region *r = &mem->regions[i];
+
+		if (uva < r->uva || !range_within(uva - r->uva, len, r->size))
+			continue;
+		return r->host + (uva - r->uva);
+	}
+	return NULL;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vhost-user back-end core: one struct vu_dev per front-end connection.
+ *
+ * The core never owns an event loop.  The embedder watches the socket and
+ * calls vu_dev_dispatch() when it is readable; the core asks the embedder to
+ * watch queue kick fds through vu_loop_ops.  Devices (blk, rng, later rdma)
+ * plug in through struct vu_device_ops and serve their queues with
+ * vq_pop()/vq_push()/vq_notify().
+ *
+ * Every function returns 0 (or a count) on success and -errno on failure.
+ */
+#ifndef VRDMA_VU_H
+#define VRDMA_VU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct vu_dev;
+struct vu_vq;
+
+typedef void (*vu_watch_cb)(struct vu_dev *dev, int fd, void *data);
+
+struct vu_loop_ops {
+	/* Call cb(dev, fd, data) whenever fd is readable, until removed. */
+	void (*add_watch)(struct vu_dev *dev, int fd, vu_watch_cb cb, void *data);
+	void (*remove_watch)(struct vu_dev *dev, int fd);
+};
+
+/*
+ * A device.  Hooks left NULL behave as "not supported": vu_dev_new()
+ * fills them with defaults, so the core never tests for NULL.
+ */
+struct vu_device_ops {
+	const char *name;
+	uint16_t max_queues;
+	/* Device virtio feature bits; the core adds its own (rings, logging). */
+	uint64_t features;
+	/* It has a config space (GET_CONFIG). */
+	bool config_space;
+	/* It can re-execute requests after a restart (INFLIGHT_SHMFD). */
+	bool inflight_tracking;
+	/* Copies config space bytes [offset, offset+len) into buf. */
+	int (*get_config)(void *opaque, uint32_t offset, uint8_t *buf, uint32_t len);
+	int (*set_config)(void *opaque, uint32_t offset, const uint8_t *buf, uint32_t len);
+	/* New requests may be on vq (a kick, or work to resubmit). */
+	void (*queue_kick)(void *opaque, struct vu_vq *vq);
+	/* The front end acked these features (after SET_FEATURES). */
+	int (*set_features)(void *opaque, uint64_t features);
+	/* The front end reset the device: drop device state. */
+	void (*reset)(void *opaque);
+};
+
+int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
+	       const struct vu_loop_ops *loop, void *loop_data, struct vu_dev **ret);
+/* Removes every watch, closes every fd and mapping, and the socket. */
+void vu_dev_free(struct vu_dev *dev);
+/*
+ * Handles every complete message the socket holds.  Returns 0 to go on,
+ * or -errno when the connection must be dropped (vu_dev_free()).
+ */
+int vu_dev_dispatch(struct vu_dev *dev);
+int vu_dev_socket(const struct vu_dev *dev);
+void *vu_dev_loop_data(const struct vu_dev *dev);
+/* Asks the front end to re-read config space (needs BACKEND_REQ). */
+int vu_dev_config_changed(struct vu_dev *dev);
+
+/* One request: a descriptor chain mapped to host iovecs. */
+struct vq_elem {
+	uint16_t head;
+	unsigned int out_num; /* device-readable segments, first */
+	unsigned int in_num;  /* device-writable segments, after */
+	uint64_t out_len;
+	uint64_t in_len;
+	struct iovec *out;
+	struct iovec *in;
+	uint64_t *in_gpa; /* guest address of each in segment, for the log */
+};
+
+/* Upper bound of segments in one element (a chain longer is refused). */
+#define VQ_MAX_SEGS 1024u
+
+unsigned int vq_index(const struct vu_vq *vq);
+/*
+ * Takes the next request: 1 with *elem filled (free with vq_elem_free),
+ * 0 if the queue is empty or stopped, -EIO if the driver broke the queue
+ * (it is then dead until the front end restarts it; the err fd fired).
+ */
+int vq_pop(struct vu_vq *vq, struct vq_elem **ret_elem);
+/*
+ * Returns a request to the driver: `written` bytes were written into its
+ * in segments (they are logged for migration).  Frees elem.
+ */
+int vq_push(struct vu_vq *vq, struct vq_elem *elem, uint32_t written);
+/* Interrupts the driver if it asked to be (EVENT_IDX / NO_INTERRUPT). */
+void vq_notify(struct vu_vq *vq);
+void vq_elem_free(struct vq_elem *elem);
+
+/* Copies up to len bytes from/to an element's segments at offset. */
+size_t vq_iov_to_buf(const struct iovec *iov, unsigned int n, size_t offset, void *buf, size_t len);
+size_t vq_buf_to_iov(const struct iovec *iov, unsigned int n, size_t offset, const void *buf,
+		     size_t len);
+
+#endif
