@@ -238,6 +238,9 @@ int vuf_mem_gpa(const struct vuf_mem *m, const void *p, uint64_t *ret_gpa);
 int vuf_mem_uva(const struct vuf_mem *m, uint64_t gpa, uint64_t *ret_uva);
 /* Bump allocator over the regions, zeroed memory; -ENOMEM when full. */
 int vuf_mem_alloc(struct vuf_mem *m, uint64_t size, uint64_t align, uint64_t *ret_gpa);
+/* The same inside one region (first fit is region order otherwise). */
+int vuf_mem_alloc_in(struct vuf_mem *m, size_t region, uint64_t size, uint64_t align,
+		     uint64_t *ret_gpa);
 
 /* ---- split virtqueue, driver side ---- */
 

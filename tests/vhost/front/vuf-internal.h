@@ -17,8 +17,7 @@ struct vuf_mem {
 	struct vuf_mem_region regions[VUF_MAX_REGIONS];
 	uint8_t *maps[VUF_MAX_REGIONS];	/* mmap of the whole fd */
 	size_t nregions;
-	size_t alloc_region;		/* bump allocator: current region */
-	uint64_t alloc_off;		/* and offset inside it */
+	uint64_t alloc_off[VUF_MAX_REGIONS];	/* bump allocator, per region */
 };
 
 #endif

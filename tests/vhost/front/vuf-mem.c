@@ -144,24 +144,33 @@ int vuf_mem_uva(const struct vuf_mem *m, uint64_t gpa, uint64_t *ret_uva)
 	return 0;
 }
 
+int vuf_mem_alloc_in(struct vuf_mem *m, size_t region, uint64_t size, uint64_t align,
+		     uint64_t *ret_gpa)
+{
+	struct vuf_mem_region *r;
+	uint64_t gpa, off;
+
+	if (!align || !is_power_of_2(align) || region >= m->nregions)
+		return -EINVAL;
+	r = &m->regions[region];
+	/* Align the guest-physical address, not the region offset. */
+	gpa = (r->gpa + m->alloc_off[region] + align - 1) & ~(align - 1);
+	off = gpa - r->gpa;
+	if (!range_within(off, size, r->size))
+		return -ENOMEM;
+	m->alloc_off[region] = off + size;
+	memset(r->host + off, 0, size);
+	*ret_gpa = gpa;
+	return 0;
+}
+
 int vuf_mem_alloc(struct vuf_mem *m, uint64_t size, uint64_t align, uint64_t *ret_gpa)
 {
-	if (!align || !is_power_of_2(align))
-		return -EINVAL;
-	while (m->alloc_region < m->nregions) {
-		struct vuf_mem_region *r = &m->regions[m->alloc_region];
-		/* Align the guest-physical address, not the region offset. */
-		uint64_t gpa = (r->gpa + m->alloc_off + align - 1) & ~(align - 1);
-		uint64_t off = gpa - r->gpa;
+	for (size_t i = 0; i < m->nregions; i++) {
+		int ret = vuf_mem_alloc_in(m, i, size, align, ret_gpa);
 
-		if (range_within(off, size, r->size)) {
-			m->alloc_off = off + size;
-			memset(r->host + off, 0, size);
-			*ret_gpa = gpa;
-			return 0;
-		}
-		m->alloc_region++;
-		m->alloc_off = 0;
+		if (ret != -ENOMEM)
+			return ret;
 	}
 	return -ENOMEM;
 }

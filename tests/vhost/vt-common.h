@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every vrdma-vhost test program shares: a temp dir, the daemon
+ * process, and a fully set-up device connection built on vu-front.
+ */
+#ifndef VT_COMMON_H
+#define VT_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vu-front.h"
+
+#define VT_TIMEOUT_MS 5000
+#define VT_MAX_VQS 8
+/* Two regions, the second high and at a non-zero fd offset. */
+#define VT_RAM0_GPA 0x0ull
+#define VT_RAM0_SIZE (16ull << 20)
+#define VT_RAM1_GPA 0x100000000ull
+#define VT_RAM1_SIZE (4ull << 20)
+#define VT_RAM1_FD_OFFSET (64ull << 10)
+
+struct vt_daemon {
+	char sock[256];
+	struct vuf_daemon d;
+	bool running;
+};
+
+/* The daemon binary (argv[1]) and a private temp dir; exits 77 without memfd. */
+void vt_init(int argc, char **argv);
+/* Formats dir/name into buf and returns buf. */
+const char *vt_path(const char *name, char *buf, size_t len);
+/* Spawns the daemon with the given extra args (NULL-terminated) on dir/sockname. */
+int vt_spawn(struct vt_daemon *d, const char *sockname, const char *const *args);
+/* SIGTERM; 0 iff it exited with status 0 (prints why not). */
+int vt_stop(struct vt_daemon *d);
+/* Removes the temp dir. */
+void vt_cleanup(void);
+/* Writes a file of size bytes where byte i is pattern(i). */
+int vt_make_file(const char *path, uint64_t size, uint8_t (*pattern)(uint64_t));
+
+struct vt_dev {
+	struct vuf_conn *c;
+	struct vuf_mem *mem;
+	struct vuf_vq vq[VT_MAX_VQS];
+	unsigned nvq;
+	uint64_t features, protocol;
+};
+
+/*
+ * Connects, negotiates want & offered (protocol: want_proto & offered),
+ * sends the two-region memory table, lays out nvq queues of qsize and
+ * starts them unless start is false.
+ */
+int vt_dev_open(struct vt_dev *dev, const char *sock, uint64_t want, uint64_t want_proto,
+		unsigned nvq, uint16_t qsize, bool start);
+void vt_dev_close(struct vt_dev *dev);
+
+/* Features every blk test wants by default. */
+#define VT_BLK_FEATURES (VUF_BIT(VUF_F_VERSION_1) | VUF_BIT(VUF_F_INDIRECT_DESC) | \
+			 VUF_BIT(VUF_BLK_F_SEG_MAX) | VUF_BIT(VUF_BLK_F_BLK_SIZE) | \
+			 VUF_BIT(VUF_BLK_F_FLUSH) | VUF_BIT(VUF_BLK_F_MQ) | \
+			 VUF_BIT(VUF_BLK_F_RO) | VUF_BIT(VUF_F_PROTOCOL_FEATURES))
+#define VT_PROTO_ALL (VUF_BIT(VUF_PF_MQ) | VUF_BIT(VUF_PF_LOG_SHMFD) | \
+		      VUF_BIT(VUF_PF_REPLY_ACK) | VUF_BIT(VUF_PF_CONFIG) | \
+		      VUF_BIT(VUF_PF_INFLIGHT_SHMFD) | VUF_BIT(VUF_PF_RESET_DEVICE) | \
+		      VUF_BIT(VUF_PF_CONFIG_MEM_SLOTS) | VUF_BIT(VUF_PF_STATUS))
+
+#endif
