@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared inside sriov/ (and by its unit tests): the sysfs parsers and the
+ * state file.  Not for other folders. */
+#ifndef VRDMA_SRIOV_INTERNAL_H
+#define VRDMA_SRIOV_INTERNAL_H
+
+#include <glib.h>
+
+#include "sriov.h"
+
+/* A sysfs attribute is short; anything longer is garbage. */
+#define SRIOV_ATTR_MAX 256
+
+/* ---- sysfs.c: every byte read from sysfs goes through these ---- */
+
+/* Reads <path> (at most SRIOV_ATTR_MAX bytes, one trailing newline
+ * stripped).  -EBADMSG for longer content, NUL or control characters. */
+int sriov_read_attr(const char *path, char ret_buf[SRIOV_ATTR_MAX + 1]);
+/* Strict decimal: digits only, no sign or space, at most @max. */
+int sriov_parse_uint(const char *s, unsigned long max, unsigned long *ret);
+/* numa_node: "-1" or 0..1023. */
+int sriov_parse_numa(const char *s, int *ret);
+int sriov_read_uint(const char *path, unsigned long max, unsigned long *ret);
+/* The PCI address a symlink points at (its last component, validated). */
+int sriov_read_link_pci(const char *path, char ret[SRIOV_PCI_LEN]);
+/* The last component of a symlink's target, validated as a name. */
+int sriov_read_link_name(const char *path, char ret[SRIOV_NAME_LEN]);
+/* Kernel object names (ibdev, netdev, driver): printable, no '/', no
+ * space, not "." or "..", shorter than SRIOV_NAME_LEN. */
+bool sriov_name_valid(const char *s);
+/* Sorted entries of a directory (validated by @valid if given, others
+ * skipped).  -ENOENT if the directory does not exist. */
+int sriov_list_dir(const char *path, bool (*valid)(const char *), GPtrArray **ret_names);
+bool sriov_pci_valid(const char *s);
+
+/* ---- state.c ---- */
+
+struct sriov_record {
+	char function[SRIOV_NAME_LEN];
+	enum sriov_pool_state state; /* ASSIGNED or DIRTY */
+	char tenant[SRIOV_TENANT_LEN];
+	int64_t since;
+};
+
+struct sriov_pool {
+	GPtrArray *members; /* char *: explicitly added functions */
+	GArray *records;    /* struct sriov_record */
+};
+
+struct sriov_pool *sriov_pool_new(void);
+int sriov_state_parse(const char *text, size_t len, struct sriov_pool **ret_pool);
+char *sriov_state_format(const struct sriov_pool *pool);
+/* Writes @pool atomically: <path>.tmp, fsync, rename, fsync of the dir. */
+int sriov_state_save(const char *path, const struct sriov_pool *pool);
+/* Takes the exclusive lock on <path>.lock (creating the directory);
+ * returns the fd to close to unlock. */
+int sriov_state_lock(const char *path);
+
+/* Tests only: called between the fsync of the temp file and the rename. */
+extern void (*sriov_state_before_rename)(const char *tmp_path);
+
+struct sriov_record *sriov_pool_find_record(const struct sriov_pool *pool, const char *function);
+bool sriov_pool_is_member(const struct sriov_pool *pool, const char *function);
+
+static inline void sriov_pool_freep(struct sriov_pool **p) { sriov_pool_free(*p); }
+static inline void sriov_scan_freep(struct sriov_scan **p) { sriov_scan_free(*p); }
+
+#endif

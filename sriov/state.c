@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The pool's state file:
+ *
+ *   { "version": 1,
+ *     "members": [ "rxe0" ],
+ *     "functions": [ { "function": "0000:03:00.2", "state": "assigned",
+ *                      "tenant": "alice", "since": 1767225600 } ] }
+ *
+ * Writers hold flock on <path>.lock for the whole read-modify-write and
+ * replace the file by rename, so readers (and a writer after a crash) see
+ * either the old or the new version, never half of one.  The file is
+ * validated like sysfs: a corrupt file is an error, never "empty pool", since
+ * treating it as empty would hand assigned VFs out again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sriov-internal.h"
+#include "util.h"
+
+#define STATE_VERSION 1
+#define STATE_MAX_BYTES (4u << 20)
+
+void (*sriov_state_before_rename)(const char *tmp_path);
+
+struct sriov_pool *sriov_pool_new(void)
+{
+	struct sriov_pool *p = g_new0(struct sriov_pool, 1);
+
+	p->members = g_ptr_array_new_with_free_func(g_free);
+	p->records = g_array_new(FALSE, TRUE, sizeof(struct sriov_record));
+	return p;
+}
+
+void sriov_pool_free(struct sriov_pool *pool)
+{
+	if (!pool)
+		return;
+	g_ptr_array_unref(pool->members);
+	g_array_unref(pool->records);
+	g_free(pool);
+}
+
+struct sriov_record *sriov_pool_find_record(const struct sriov_pool *pool, const char *function)
+{
+	for (guint i = 0; i < pool->records->len; i++) {
+		struct sriov_record *r = &g_array_index(pool->records, struct sriov_record, i);
+
+		if (!strcmp(r->function, function))
+			return r;
+	}
+	return NULL;
+}
+
+bool sriov_pool_is_member(const struct sriov_pool *pool, const char *function)
+{
+	for (guint i = 0; i < pool->members->len; i++)
+		if (!strcmp(pool->members->pdata[i], function))
+			return true;
+	return false;
+}
+
+/* A function key is a PCI address or an RDMA device name. */
+static bool function_valid(const char *s)
+{
+	return s && (sriov_pci_valid(s) || sriov_name_valid(s));
+}
+
+static const char *member_str(JsonObject *o, const char *name)
+{
+	JsonNode *n = json_object_get_member(o, name);
+
+	if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING)
+		return NULL;
+	return json_node_get_string(n);
+}
+
+static int parse_record(JsonNode *node, struct sriov_record *ret)
+{
+	JsonObject *o = JSON_NODE_HOLDS_OBJECT(node) ? json_node_get_object(node) : NULL;
+	const char *fn, *state, *tenant;
+	JsonNode *since;
+
+	if (!o)
+		return -EBADMSG;
+	fn = member_str(o, "function");
+	state = member_str(o, "state");
+	tenant = member_str(o, "tenant");
+	since = json_object_get_member(o, "since");
+	if (!function_valid(fn) || !state || !sriov_tenant_valid(tenant) || !since ||
+	    !JSON_NODE_HOLDS_VALUE(since) || json_node_get_value_type(since) != G_TYPE_INT64)
+		return -EBADMSG;
+	if (!strcmp(state, "assigned"))
+		ret->state = SRIOV_POOL_ASSIGNED;
+	else if (!strcmp(state, "dirty"))
+		ret->state = SRIOV_POOL_DIRTY;
+	else
+		return -EBADMSG;
+	snprintf(ret->function, sizeof(ret->function), "%s", fn);
+	snprintf(ret->tenant, sizeof(ret->tenant), "%s", tenant);
+	ret->since = json_node_get_int(since);
+	return 0;
+}
+
+static int parse_members(JsonArray *a, struct sriov_pool *pool)
+{
+	for (guint i = 0; i < json_array_get_length(a); i++) {
+		JsonNode *n = json_array_get_element(a, i);
+		const char *s;
+
+		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING)
+			return -EBADMSG;
+		s = json_node_get_string(n);
+		if (!function_valid(s) || sriov_pool_is_member(pool, s))
+			return -EBADMSG;
+		g_ptr_array_add(pool->members, g_strdup(s));
+	}
+	return 0;
+}
+
+static int parse_records(JsonArray *a, struct sriov_pool *pool)
+{
+	for (guint i = 0; i < json_array_get_length(a); i++) {
+		struct sriov_record rec;
+
+		if (parse_record(json_array_get_element(a, i), &rec) < 0)
+			return -EBADMSG;
+		/* One function, one owner: a duplicate means the file lies. */
+		if (sriov_pool_find_record(pool, rec.function))
+			return -EBADMSG;
+		g_array_append_val(pool->records, rec);
+	}
+	return 0;
+}
+
+static JsonArray *member_array(JsonObject *o, const char *name)
+{
+	JsonNode *n = json_object_get_member(o, name);
+
+	return n && JSON_NODE_HOLDS_ARRAY(n) ? json_node_get_array(n) : NULL;
+}
+
+int sriov_state_parse(const char *text, size_t len, struct sriov_pool **ret_pool)
+{
+	__attribute__((cleanup(sriov_pool_freep))) struct sriov_pool *pool = sriov_pool_new();
+	g_autoptr(JsonParser) parser = json_parser_new();
+	JsonObject *root;
+	JsonNode *version;
+	JsonArray *members, *records;
+
+	if (len > STATE_MAX_BYTES || !json_parser_load_from_data(parser, text, (gssize)len, NULL))
+		return -EBADMSG;
+	if (!json_parser_get_root(parser) || !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)))
+		return -EBADMSG;
+	root = json_node_get_object(json_parser_get_root(parser));
+	version = json_object_get_member(root, "version");
+	if (!version || !JSON_NODE_HOLDS_VALUE(version) ||
+	    json_node_get_value_type(version) != G_TYPE_INT64 ||
+	    json_node_get_int(version) != STATE_VERSION)
+		return -EBADMSG;
+	members = member_array(root, "members");
+	records = member_array(root, "functions");
+	if (!members || !records || parse_members(members, pool) < 0 ||
+	    parse_records(records, pool) < 0)
+		return -EBADMSG;
+	*ret_pool = g_steal_pointer(&pool);
+	return 0;
+}
+
+static const char *state_name(enum sriov_pool_state s)
+{
+	return s == SRIOV_POOL_DIRTY ? "dirty" : "assigned";
+}
+
+char *sriov_state_format(const struct sriov_pool *pool)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonGenerator) gen = json_generator_new();
+	g_autoptr(JsonNode) root = NULL;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "version");
+	json_builder_add_int_value(b, STATE_VERSION);
+	json_builder_set_member_name(b, "members");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < pool->members->len; i++)
+		json_builder_add_string_value(b, pool->members->pdata[i]);
+	json_builder_end_array(b);
+	json_builder_set_member_name(b, "functions");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < pool->records->len; i++) {
+		const struct sriov_record *r = &g_array_index(pool->records, struct sriov_record, i);
+
+		json_builder_begin_object(b);
+		json_builder_set_member_name(b, "function");
+		json_builder_add_string_value(b, r->function);
+		json_builder_set_member_name(b, "state");
+		json_builder_add_string_value(b, state_name(r->state));
+		json_builder_set_member_name(b, "tenant");
+		json_builder_add_string_value(b, r->tenant);
+		json_builder_set_member_name(b, "since");
+		json_builder_add_int_value(b, r->since);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+	root = json_builder_get_root(b);
+	json_generator_set_root(gen, root);
+	json_generator_set_pretty(gen, TRUE);
+	return json_generator_to_data(gen, NULL);
+}
+
+int sriov_pool_load(const char *state_path, struct sriov_pool **ret_pool)
+{
+	g_autofree char *text = NULL;
+	g_autoptr(GError) err = NULL;
+	gsize len;
+
+	if (!g_file_get_contents(state_path, &text, &len, &err)) {
+		/* No file yet: nothing was ever assigned. */
+		if (g_error_matches(err, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+			*ret_pool = sriov_pool_new();
+			return 0;
+		}
+		return g_error_matches(err, G_FILE_ERROR, G_FILE_ERROR_ACCES) ? -EACCES : -EIO;
+	}
+	return sriov_state_parse(text, len, ret_pool);
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+	g_autofree char *dir = g_path_get_dirname(path);
+	_cleanup_(closep) int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	return fsync(fd) < 0 ? -errno : 0;
+}
+
+int sriov_state_save(const char *path, const struct sriov_pool *pool)
+{
+	g_autofree char *text = sriov_state_format(pool);
+	/* One fixed temp name: writers hold the lock, and a crash's leftover
+	 * is simply overwritten by the next save. */
+	g_autofree char *tmp = g_strconcat(path, ".tmp", NULL);
+	_cleanup_(closep) int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = write_all(fd, text, strlen(text));
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r < 0)
+		return r;
+	if (sriov_state_before_rename)
+		sriov_state_before_rename(tmp);
+	if (rename(tmp, path) < 0)
+		return -errno;
+	return fsync_dir_of(path);
+}
+
+int sriov_state_lock(const char *path)
+{
+	g_autofree char *dir = g_path_get_dirname(path);
+	g_autofree char *lock = g_strconcat(path, ".lock", NULL);
+	_cleanup_(closep) int fd = -1;
+
+	if (g_mkdir_with_parents(dir, 0755) < 0)
+		return -errno;
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return steal_fd(&fd);
+}
