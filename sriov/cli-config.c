@@ -27,8 +27,8 @@ static int enable_error(const struct cli *cli, int r, const char *pf, unsigned n
 	case EBADMSG: return cli_fail(cli, r, "sysfs of %s is malformed", pf);
 	case EBUSY:
 		if (tenant[0])
-			return cli_fail(cli, r, "busy: a VF of %s belongs to tenant %s "
-					"(release it first)", pf, tenant);
+			return cli_fail(cli, r, "busy: a VF of %s is held for tenant %s "
+					"(assigned, or released and not yet scrubbed)", pf, tenant);
 		return cli_fail(cli, r, "busy: %s already has VFs; a non-zero count changes "
 				"only through 0 (enable --pf %s --num-vfs 0 first)", pf, pf);
 	default: return cli_fail(cli, r, "cannot set the VFs of %s: %s", pf, g_strerror(-r));

@@ -88,6 +88,10 @@ static int release_result(const struct cli *cli, int r, const char *function,
 		return cli_fail(cli, r, "%s is released but not scrubbed: user processes still "
 				"hold RDMA resources on it (%s); it will not be handed out until "
 				"'vrdma-sriov scrub %s' succeeds", function, text, function);
+	if (r == -EPROTONOSUPPORT)
+		return cli_fail(cli, r, "%s is released but not scrubbed: this kernel has no RDMA "
+				"netlink, so nothing proves the old tenant's RDMA resources are "
+				"gone; it will not be handed out", function);
 	if (r < 0)
 		return cli_fail(cli, r, "%s is released but not scrubbed (%s); it will not be "
 				"handed out until 'vrdma-sriov scrub %s' succeeds", function,
