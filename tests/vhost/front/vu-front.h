@@ -271,6 +271,7 @@ struct vuf_vq {
 	bool event_idx;		/* VIRTIO_F_EVENT_IDX negotiated */
 	bool log;		/* send VHOST_VRING_F_LOG with the ring addresses */
 	uint64_t desc_gpa, avail_gpa, used_gpa;
+	uint64_t used_log_gpa;	/* log address of the used ring (init: used_gpa) */
 	uint8_t *desc, *avail, *used;	/* host pointers into guest RAM */
 	int kick_fd, call_fd, err_fd;	/* eventfds we own */
 	uint16_t avail_idx;		/* next avail idx the driver publishes */

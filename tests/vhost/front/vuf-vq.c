@@ -74,6 +74,7 @@ int vuf_vq_init(struct vuf_vq *vq, struct vuf_conn *c, struct vuf_mem *m,
 		ret = vuf_mem_alloc(m, used_bytes(num), RING_PAGE, &vq->used_gpa);
 	if (ret)
 		return ret;
+	vq->used_log_gpa = vq->used_gpa;
 	vq->desc = vuf_mem_ptr(m, vq->desc_gpa, desc_bytes(num));
 	vq->avail = vuf_mem_ptr(m, vq->avail_gpa, avail_bytes(num));
 	vq->used = vuf_mem_ptr(m, vq->used_gpa, used_bytes(num));
@@ -128,7 +129,7 @@ int vuf_vq_start_at(struct vuf_vq *vq, uint16_t base)
 	struct vuf_vring_addr a = {
 		.index = vq->index,
 		.flags = vq->log ? VUF_VRING_F_LOG : 0,
-		.log_gpa = vq->used_gpa,
+		.log_gpa = vq->used_log_gpa,
 	};
 	int ret;
 
