@@ -9,7 +9,8 @@
 #include "log.h"
 
 /* Parses only --help (and rejects other options) for commands with
- * positional arguments; returns the index of the first positional. */
+ * positional arguments; returns the index of the first positional, or -1
+ * after a usage error. */
 static int help_only(int argc, char **argv, const char *usage)
 {
 	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
@@ -20,7 +21,8 @@ static int help_only(int argc, char **argv, const char *usage)
 			fputs(usage, stdout);
 			exit(CLI_EXIT_OK);
 		}
-		return -cli_usage_error(usage, "bad option");
+		cli_usage_error(usage, "bad option");
+		return -1;
 	}
 	return optind;
 }
@@ -77,7 +79,7 @@ int cli_list(struct cli *cli, int argc, char **argv)
 	int r = help_only(argc, argv, list_usage);
 
 	if (r < 0)
-		return -r;
+		return CLI_EXIT_USAGE;
 	if (r < argc)
 		return cli_usage_error(list_usage, "unexpected argument '%s'", argv[r]);
 	r = load_view(cli, &scan, &pool);
@@ -172,7 +174,7 @@ int cli_show(struct cli *cli, int argc, char **argv)
 	int r = help_only(argc, argv, show_usage);
 
 	if (r < 0)
-		return -r;
+		return CLI_EXIT_USAGE;
 	if (r != argc - 1)
 		return cli_usage_error(show_usage, "show needs exactly one FUNCTION");
 	r = load_view(cli, &scan, &pool);
