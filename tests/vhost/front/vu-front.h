@@ -66,7 +66,8 @@ enum vuf_request {
 #define VUF_VRING_ADDR_SIZE	40u
 #define VUF_VRING_STATE_SIZE	8u
 #define VUF_LOG_DESC_SIZE	16u
-#define VUF_INFLIGHT_DESC_SIZE	20u
+/* QEMU's VhostUserInflight is not packed: 20 bytes of fields, 24 on the wire. */
+#define VUF_INFLIGHT_DESC_SIZE	24u
 #define VUF_CONFIG_HDR_SIZE	12u
 #define VUF_VRING_NOFD		(1u << 8)
 
