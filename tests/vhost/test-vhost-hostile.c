@@ -1062,6 +1062,48 @@ QUEUE_CASE(indirect_loop)
 QUEUE_CASE(indirect_outside)
 QUEUE_CASE(indirect_bad_next)
 
+/* ---- connections going away ---- */
+
+static void test_disconnect_in_flight(void **state)
+{
+	struct vt_dev *h;
+	struct vuf_blk_req r[4];
+
+	(void)state;
+	/* Requests posted and kicked, then the front end vanishes at once. */
+	for (int round = 0; round < 10; round++) {
+		h = open_hdev(HOSTILE_QSIZE, true);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(vuf_blk_req_alloc(h->mem, 64 << 10, &r[i]), 0);
+			assert_int_equal(vuf_blk_post(&h->vq[0], &r[i], VUF_BLK_T_IN, 0, 64 << 10,
+						      false), 0);
+		}
+		assert_int_equal(vuf_vq_kick_force(&h->vq[0]), 0);
+		close_hdev();
+	}
+	assert_fd_baseline("disconnects with requests in flight");
+	good_io("disconnects with requests in flight");
+}
+
+static void test_many_connections(void **state)
+{
+	struct vuf_conn *c[64];
+
+	(void)state;
+	/* Half of them negotiate, half just connect; all close together. */
+	for (size_t i = 0; i < ARRAY_SIZE(c); i++) {
+		assert_int_equal(vuf_conn_connect(dmn.sock, VT_TIMEOUT_MS, &c[i]), 0);
+		if (i % 2)
+			assert_int_equal(vuf_negotiate(c[i], VT_BLK_FEATURES, VT_PROTO_ALL, NULL,
+						       NULL), 0);
+	}
+	good_io("64 open connections");
+	for (size_t i = 0; i < ARRAY_SIZE(c); i++)
+		vuf_conn_free(c[i]);
+	assert_fd_baseline("64 connections closed");
+	good_io("64 connections closed");
+}
+
 /* ---- the end ---- */
 
 static void test_still_serving(void **state)
@@ -1166,6 +1208,8 @@ int main(int argc, char **argv)
 		T(test_q_indirect_loop),
 		T(test_q_indirect_outside),
 		T(test_q_indirect_bad_next),
+		T(test_disconnect_in_flight),
+		T(test_many_connections),
 		T(test_still_serving),
 	};
 	int failed, stopped;
