@@ -22,6 +22,7 @@
 
 #include "device.h"
 #include "log.h"
+#include "sriov.h"
 #include "util.h"
 #include "vu.h"
 
@@ -37,6 +38,7 @@ struct daemon {
 	bool single_connection; /* --fd was a connected socket */
 	GList *conns;
 	unsigned int next_id;
+	struct sriov_assignment function; /* the tenant's VF, when one was asked for */
 };
 
 struct conn {
@@ -271,6 +273,11 @@ struct options {
 	gboolean read_only;
 	gint num_queues;
 	gchar *entropy_file;
+	gchar *tenant;
+	gchar *vf;
+	gchar *ibdev;
+	gchar *sysfs_root;
+	gchar *sriov_state;
 	gboolean verbose;
 };
 
@@ -285,6 +292,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "read-only", 0, 0, G_OPTION_ARG_NONE, &o->read_only, "blk: refuse writes", NULL },
 		{ "num-queues", 0, 0, G_OPTION_ARG_INT, &o->num_queues, "blk: request queues, 1..8 (default 1)", "N" },
 		{ "entropy-file", 0, 0, G_OPTION_ARG_FILENAME, &o->entropy_file, "rng: source (default /dev/urandom; a regular file is served cyclically)", "PATH" },
+		{ "tenant", 0, 0, G_OPTION_ARG_STRING, &o->tenant, "serve this tenant on its VF from the SR-IOV pool (takes a free one if it has none)", "T" },
+		{ "vf", 0, 0, G_OPTION_ARG_STRING, &o->vf, "use this VF (PCI address); refused if another tenant holds it", "PCI" },
+		{ "ibdev", 0, 0, G_OPTION_ARG_STRING, &o->ibdev, "use this RDMA device; refused if another tenant holds it", "NAME" },
+		{ "sysfs-root", 0, 0, G_OPTION_ARG_FILENAME, &o->sysfs_root, "sysfs for the SR-IOV pool (default /sys)", "DIR" },
+		{ "sriov-state", 0, 0, G_OPTION_ARG_FILENAME, &o->sriov_state, "SR-IOV pool state file (default " SRIOV_DEFAULT_STATE ")", "PATH" },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
 		{ NULL },
 	};
@@ -317,11 +329,46 @@ static int check_usage(const struct options *o)
 		fprintf(stderr, "vrdma-vhost: give exactly one of --socket-path and --fd\n");
 		return -EINVAL;
 	}
+	if (o->vf && o->ibdev) {
+		fprintf(stderr, "vrdma-vhost: give at most one of --vf and --ibdev\n");
+		return -EINVAL;
+	}
 	if (o->num_queues < 1 || o->num_queues > 8) {
 		fprintf(stderr, "vrdma-vhost: --num-queues must be 1..8\n");
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/*
+ * The tenant's RDMA function, from the SR-IOV pool: the device the guest's
+ * resources will live on.  Another tenant's function is never accepted.
+ */
+static int resolve_function(const struct options *o, struct sriov_assignment *ret_fn)
+{
+	const struct sriov_ctx ctx = {
+		.sysfs_root = o->sysfs_root ? o->sysfs_root : "/sys",
+		.state_path = o->sriov_state ? o->sriov_state : SRIOV_DEFAULT_STATE,
+		.nl = &sriov_nl_kernel,
+	};
+	const char *device = o->vf ? o->vf : o->ibdev;
+	int ret;
+
+	if (device)
+		ret = sriov_tenant_claim(&ctx, o->tenant, device, ret_fn);
+	else
+		ret = sriov_tenant_acquire(&ctx, o->tenant, NULL, ret_fn);
+	if (ret == -EPERM)
+		log_error("%s belongs to another tenant", device);
+	else if (ret == -EBUSY)
+		log_error("%s waits to be scrubbed after its last tenant", device);
+	else if (ret == -EEXIST)
+		log_error("tenant %s already holds another function", o->tenant);
+	else if (ret == -ENOSPC)
+		log_error("no free function in the SR-IOV pool for tenant %s", o->tenant);
+	else if (ret < 0)
+		log_error("%s: %s", device ? device : "SR-IOV pool", strerror(-ret));
+	return ret;
 }
 
 static int run(struct daemon *d, const struct options *o)
@@ -334,6 +381,15 @@ static int run(struct daemon *d, const struct options *o)
 	};
 	int ret;
 
+	if (o->tenant || o->vf || o->ibdev) {
+		if (resolve_function(o, &d->function) < 0)
+			return EXIT_SETUP;
+		log_info("tenant %s: function %s (rdma %s, %s)%s",
+			 o->tenant ? o->tenant : "-", d->function.function,
+			 d->function.ibdev[0] ? d->function.ibdev : "none",
+			 d->function.uverbs[0] ? d->function.uverbs : "no uverbs",
+			 d->function.new ? ", newly assigned" : "");
+	}
 	ret = d->type->open(&args, &d->shared);
 	if (ret < 0) {
 		log_error("%s device: %s%s", d->type->name, strerror(-ret),
@@ -386,9 +442,22 @@ static void daemon_cleanup(struct daemon *d)
 	g_main_loop_unref(d->loop);
 }
 
+static void options_clear(struct options *o)
+{
+	g_free(o->device);
+	g_free(o->socket_path);
+	g_free(o->blk_file);
+	g_free(o->entropy_file);
+	g_free(o->tenant);
+	g_free(o->vf);
+	g_free(o->ibdev);
+	g_free(o->sysfs_root);
+	g_free(o->sriov_state);
+}
+
 int main(int argc, char **argv)
 {
-	struct options o = { 0 };
+	_cleanup_(options_clear) struct options o = { 0 };
 	struct daemon d = { .listen_fd = -1 };
 	int rc;
 
@@ -410,9 +479,5 @@ int main(int argc, char **argv)
 	d.loop = g_main_loop_new(NULL, FALSE);
 	rc = run(&d, &o);
 	daemon_cleanup(&d);
-	g_free(o.device);
-	g_free(o.socket_path);
-	g_free(o.blk_file);
-	g_free(o.entropy_file);
 	return rc;
 }
