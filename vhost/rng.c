@@ -21,6 +21,11 @@ struct rng_source {
 	int fd;
 	bool cyclic;
 	uint64_t size;
+};
+
+/* Each connection is its own device: a file is served from its start. */
+struct rng_instance {
+	struct rng_source *src;
 	uint64_t offset;
 };
 
@@ -55,18 +60,19 @@ static void rng_close(void *shared)
 	g_free(src);
 }
 
-static ssize_t rng_fill(struct rng_source *src, uint8_t *buf, size_t len)
+static ssize_t rng_fill(struct rng_instance *inst, uint8_t *buf, size_t len)
 {
+	const struct rng_source *src = inst->src;
 	size_t done = 0;
 
 	while (done < len) {
 		ssize_t n;
 
 		if (src->cyclic) {
-			n = pread(src->fd, buf + done, MIN(len - done, src->size - src->offset),
-				  (off_t)src->offset);
+			n = pread(src->fd, buf + done, MIN(len - done, src->size - inst->offset),
+				  (off_t)inst->offset);
 			if (n > 0)
-				src->offset = (src->offset + (uint64_t)n) % src->size;
+				inst->offset = (inst->offset + (uint64_t)n) % src->size;
 		} else {
 			n = read(src->fd, buf + done, len - done);
 		}
@@ -81,13 +87,13 @@ static ssize_t rng_fill(struct rng_source *src, uint8_t *buf, size_t len)
 
 static void rng_queue_kick(void *opaque, struct vu_vq *vq)
 {
-	struct rng_source *src = opaque;
+	struct rng_instance *inst = opaque;
 	g_autofree uint8_t *buf = g_malloc(RNG_MAX_CHUNK);
 	struct vq_elem *e;
 	bool done_any = false;
 
 	while (vq_pop(vq, &e) > 0) {
-		ssize_t got = rng_fill(src, buf, MIN(e->in_len, (uint64_t)RNG_MAX_CHUNK));
+		ssize_t got = rng_fill(inst, buf, MIN(e->in_len, (uint64_t)RNG_MAX_CHUNK));
 		uint32_t written = 0;
 
 		if (got > 0)
@@ -101,19 +107,21 @@ static void rng_queue_kick(void *opaque, struct vu_vq *vq)
 
 static int rng_instance_new(void *shared, struct vu_device_ops *ret_ops, void **ret_instance)
 {
+	struct rng_instance *inst = g_new0(struct rng_instance, 1);
+
+	inst->src = shared;
 	*ret_ops = (struct vu_device_ops){
 		.name = "rng",
 		.max_queues = 1,
 		.queue_kick = rng_queue_kick,
 	};
-	/* Instances share the source: it has no per-connection state. */
-	*ret_instance = shared;
+	*ret_instance = inst;
 	return 0;
 }
 
 static void rng_instance_free(void *instance)
 {
-	(void)instance;
+	g_free(instance);
 }
 
 static const char *const rng_capabilities[] = { "entropy-file", NULL };

@@ -472,6 +472,15 @@ static bool inflight_supported(const struct vu_dev *dev)
 	return vu_has_protocol_feature(dev, VU_PROTO_F_INFLIGHT_SHMFD);
 }
 
+/* Running queues point into the inflight area: it may not change under them. */
+static bool any_queue_started(const struct vu_dev *dev)
+{
+	for (unsigned int i = 0; i < dev->num_queues; i++)
+		if (dev->vqs[i].started)
+			return true;
+	return false;
+}
+
 static int h_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
 {
 	struct vu_inflight_desc d;
@@ -480,6 +489,8 @@ static int h_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
 
 	if (!inflight_supported(dev))
 		return -EOPNOTSUPP;
+	if (any_queue_started(dev))
+		return -EBUSY;
 	vu_decode_inflight(msg, &d);
 	if (d.num_queues > dev->num_queues)
 		return -EINVAL;
@@ -500,6 +511,8 @@ static int h_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
 
 	if (!inflight_supported(dev))
 		return -EOPNOTSUPP;
+	if (any_queue_started(dev))
+		return -EBUSY;
 	vu_decode_inflight(msg, &d);
 	if (d.num_queues > dev->num_queues)
 		return -EINVAL;

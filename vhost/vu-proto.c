@@ -252,6 +252,9 @@ int vu_msg_read(int sock, struct vu_msg_reader *r, unsigned int num_queues)
 		ssize_t n;
 		int ret;
 
+		/* The previous message's fds belong to the caller now. */
+		if (r->have == 0)
+			r->msg.nfds = 0;
 		if (r->have < VU_HDR_SIZE) {
 			want = VU_HDR_SIZE - r->have;
 			dst = r->hdr + r->have;

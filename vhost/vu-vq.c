@@ -161,6 +161,14 @@ int vq_start(struct vu_vq *vq)
 	vq->resubmit_num = 0;
 	vq->resubmit_next = 0;
 	vq->inflight = vu_inflight_queue(&vq_dev(vq)->inflight, vq->index);
+	/*
+	 * The area was sized for queue_size descriptors; the header's desc_num
+	 * is the front end's to scribble on, so only the size we mapped counts.
+	 */
+	if (vq->inflight && vq_dev(vq)->inflight.queue_size != vq->num) {
+		vq->inflight = NULL;
+		return -EINVAL;
+	}
 	if (vq->inflight)
 		inflight_recover(vq);
 	vq->started = true;
