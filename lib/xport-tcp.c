@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <limits.h>
 #include <liburing.h>
 #include <netdb.h>
@@ -1211,7 +1212,41 @@ static int conn_alloc(struct tcp_conn *tc)
 	return 0;
 }
 
-static int ring_setup(struct tcp_conn *tc)
+static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->sa_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+	return false;
+}
+
+/*
+ * Whether the peer is this host.  The kernel copies zero-copy data that is
+ * looped to a local socket anyway ("deferred copy", msg_zerocopy.rst), so
+ * there zero-copy only adds notifications: measured 1.3 GB/s against
+ * 2-4.5 GB/s copying on loopback.
+ */
+static bool peer_is_local(int fd)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	struct ifaddrs *ifs, *ifa;
+	bool local = false;
+
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0 || getifaddrs(&ifs) < 0)
+		return false;
+	for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
+		local = ifa->ifa_addr && same_ip(ifa->ifa_addr, (struct sockaddr *)&peer);
+	freeifaddrs(ifs);
+	return local;
+}
+
+static int ring_setup(struct tcp_conn *tc, int fd)
 {
 	unsigned n = tc->base.channels;
 	/* Per channel: one recv, one send and its window of notifications. */
@@ -1225,7 +1260,8 @@ static int ring_setup(struct tcp_conn *tc)
 	if (r < 0)
 		return r;
 	tc->ring_ready = true;
-	if (tc->base.opts.zerocopy == XPORT_ZC_OFF)
+	if (tc->base.opts.zerocopy == XPORT_ZC_OFF ||
+	    (tc->base.opts.zerocopy == XPORT_ZC_AUTO && peer_is_local(fd)))
 		return 0;
 	probe = io_uring_get_probe_ring(&tc->ring);
 	if (probe) {
@@ -1281,7 +1317,7 @@ static int conn_create(const struct xport_opts *opts, int *fds,
 	r = conn_alloc(tc);
 	if (r < 0)
 		goto out_free_conn;
-	r = ring_setup(tc);
+	r = ring_setup(tc, fds[0]);
 	if (r < 0)
 		goto out_free_conn;
 	/* Handshake sockets were non-blocking for poll(2); io_uring wants them plain. */

@@ -20,11 +20,7 @@ void xport_opts_init(struct xport_opts *opts)
 		.signal_interval = 16,
 		.max_msg = 4096,
 		.timeout_ms = 10000,
-		/*
-		 * Opt-in: under the migration load the tcp zero-copy path stalled
-		 * 3 times in 30 runs (completions never arrived); copying: 0 in 30.
-		 */
-		.zerocopy = XPORT_ZC_OFF,
+		.zerocopy = XPORT_ZC_AUTO,
 	};
 }
 
@@ -63,6 +59,21 @@ int xport_kind_parse(const char *name, enum xport_kind *ret_kind)
 	for (size_t i = 0; name && i < ARRAY_SIZE(kinds); i++) {
 		if (strcmp(name, xport_kind_name(kinds[i])) == 0) {
 			*ret_kind = kinds[i];
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int xport_zerocopy_parse(const char *name, enum xport_zerocopy *ret_mode)
+{
+	static const char *const names[] = {
+		[XPORT_ZC_AUTO] = "auto", [XPORT_ZC_OFF] = "off", [XPORT_ZC_ON] = "on",
+	};
+
+	for (size_t i = 0; name && i < ARRAY_SIZE(names); i++) {
+		if (strcmp(name, names[i]) == 0) {
+			*ret_mode = (enum xport_zerocopy)i;
 			return 0;
 		}
 	}

@@ -33,8 +33,10 @@ enum xport_kind {
 };
 
 enum xport_zerocopy {
-	XPORT_ZC_AUTO = 0, /* tcp: zero-copy send for large payloads if the kernel can */
-	XPORT_ZC_OFF,      /* the default, see xport_opts_init() */
+	/* The default.  tcp: zero-copy send for large payloads if the kernel
+	 * can and the peer is another host (locally it is copied anyway). */
+	XPORT_ZC_AUTO = 0,
+	XPORT_ZC_OFF,
 	XPORT_ZC_ON,
 };
 
@@ -52,6 +54,8 @@ struct xport_opts {
 void xport_opts_init(struct xport_opts *opts);
 const char *xport_kind_name(enum xport_kind kind);
 int xport_kind_parse(const char *name, enum xport_kind *ret_kind);
+/* "auto", "off" or "on". */
+int xport_zerocopy_parse(const char *name, enum xport_zerocopy *ret_mode);
 /* Number of usable verbs devices (0 when none or no RDMA stack). */
 int xport_rdma_device_count(void);
 

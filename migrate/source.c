@@ -44,6 +44,7 @@ struct source {
 	struct src_block blocks[OWNER_MAX_BLOCKS];
 	unsigned nblocks;
 	unsigned unflushed;
+	unsigned marks; /* drain marks completed; any reap may see one */
 	uint64_t t_start, t_progress, t_sync;
 	uint64_t bw_start_ns, bw_bytes; /* --max-bandwidth token bucket */
 	double last_bandwidth;          /* bytes/s of the last round */
@@ -85,8 +86,8 @@ static int check_cancel(struct source *s)
 	return 0;
 }
 
-/* Reaps completions; returns how many drain marks came back. */
-static int reap(struct source *s, unsigned *ret_marks)
+/* Reaps completions, counting the drain marks among them in s->marks. */
+static int reap(struct source *s)
 {
 	struct xport_completion comp[64];
 	int n = xport_poll(s->conn, comp, ARRAY_SIZE(comp));
@@ -105,8 +106,8 @@ static int reap(struct source *s, unsigned *ret_marks)
 				return fail(s, MIG_FAIL_PEER, m.u.error ? -m.u.error : -EIO);
 			return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
 		}
-		if (comp[i].cookie == MARK_COOKIE && ret_marks)
-			(*ret_marks)++;
+		if (comp[i].cookie == MARK_COOKIE)
+			s->marks++;
 	}
 	return 0;
 }
@@ -128,7 +129,7 @@ static int post(struct source *s, const struct xport_wr *wr)
 			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
 		r = xport_flush(s->conn);
 		if (r == 0)
-			r = reap(s, NULL);
+			r = reap(s);
 		if (r == 0)
 			r = check_cancel(s);
 		if (r < 0)
@@ -153,7 +154,7 @@ static int peer_send(struct source *s, const struct peer_msg *m, unsigned channe
 			return r < 0 ? peer_fail(s, r) : 0;
 		if (monotonic_ns() > deadline)
 			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
-		r = reap(s, NULL);
+		r = reap(s);
 		if (r < 0)
 			return r;
 		xport_wait(s->conn, 10);
@@ -255,7 +256,7 @@ static int send_range(struct source *s, unsigned bi, uint64_t off, uint64_t len)
 			s->unflushed = 0;
 			r = xport_flush(s->conn);
 			if (r == 0)
-				r = reap(s, NULL);
+				r = reap(s);
 			if (r < 0)
 				return peer_fail(s, r);
 		}
@@ -340,9 +341,15 @@ static int send_dirty(struct source *s)
 static int drain(struct source *s)
 {
 	uint64_t deadline = peer_deadline(s);
-	unsigned channels = s->st->channels, marks = 0;
+	unsigned channels = s->st->channels;
 	int r;
 
+	/*
+	 * A full channel makes post() reap while later marks are still being
+	 * posted, so an earlier channel's mark can come back there: every reap
+	 * counts marks, not just the loop below.
+	 */
+	s->marks = 0;
 	for (unsigned ch = 0; ch < channels; ch++) {
 		/* An empty signalled WRITE completes after everything before it. */
 		struct xport_wr wr = {
@@ -355,15 +362,15 @@ static int drain(struct source *s)
 			return r;
 	}
 	s->unflushed = 0;
-	while (marks < channels) {
-		r = reap(s, &marks);
+	while (s->marks < channels) {
+		r = reap(s);
 		if (r == 0)
 			r = check_cancel(s);
 		if (r < 0)
 			return r;
 		if (monotonic_ns() > deadline)
 			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
-		if (marks < channels)
+		if (s->marks < channels)
 			xport_wait(s->conn, 100);
 	}
 	return 0;

@@ -247,6 +247,8 @@ static void usage(FILE *f)
 		"  --owner SOCKET        the memory owner's UNIX socket (required)\n"
 		"  --transport KIND      rdma, tcp or auto (default auto: rdma if a device exists)\n"
 		"  --channels N          QPs / connections (default 4, 1..16)\n"
+		"  --zerocopy MODE       tcp sends: auto (default: zero-copy to another host),\n"
+		"                        on or off\n"
 		"  --downtime-ms N       downtime limit for stop-and-copy (default 300)\n"
 		"  --max-bandwidth RATE  send: bytes/s, suffix K, M or G (x1024); default unlimited\n"
 		"  --max-rounds N        send: stop-and-copy after N rounds regardless (default 30)\n"
@@ -309,6 +311,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		{ "owner", required_argument, NULL, 'o' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "channels", required_argument, NULL, 'c' },
+		{ "zerocopy", required_argument, NULL, 'z' },
 		{ "downtime-ms", required_argument, NULL, 'd' },
 		{ "max-bandwidth", required_argument, NULL, 'b' },
 		{ "max-rounds", required_argument, NULL, 'r' },
@@ -351,6 +354,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 			r = parse_uint(optarg, 1, XPORT_MAX_CHANNELS, &v);
 			cfg->xopts.channels = (unsigned)v;
 			break;
+		case 'z': r = xport_zerocopy_parse(optarg, &cfg->xopts.zerocopy); break;
 		case 'd':
 			r = parse_uint(optarg, 1, 3600000, &v);
 			cfg->converge.downtime_limit_ns = v * 1000000;

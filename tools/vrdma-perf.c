@@ -342,7 +342,7 @@ static void usage(FILE *f)
 		"  -q, --channels N       QPs / sockets (default 1)\n"
 		"      --tx-depth N       outstanding writes per channel (default 128)\n"
 		"      --signal N         signal every N-th write (default 16)\n"
-		"      --zerocopy MODE    tcp: auto, on or off (default off)\n"
+		"      --zerocopy MODE    tcp: auto, on or off (default auto: large sends to another host)\n"
 		"  -h, --help             this text\n"
 		"\n"
 		"Both sides must use the same --transport, --test, --size and --iters.\n"
@@ -421,16 +421,7 @@ static int parse_args(int argc, char **argv, struct perf_cfg *cfg)
 			r = parse_u64(optarg, 1, 4096, &v);
 			cfg->xopts.signal_interval = (unsigned)v;
 			break;
-		case 'Z':
-			if (strcmp(optarg, "auto") == 0)
-				cfg->xopts.zerocopy = XPORT_ZC_AUTO;
-			else if (strcmp(optarg, "on") == 0)
-				cfg->xopts.zerocopy = XPORT_ZC_ON;
-			else if (strcmp(optarg, "off") == 0)
-				cfg->xopts.zerocopy = XPORT_ZC_OFF;
-			else
-				r = -EINVAL;
-			break;
+		case 'Z': r = xport_zerocopy_parse(optarg, &cfg->xopts.zerocopy); break;
 		case 'h':
 			usage(stdout);
 			exit(0);
