@@ -414,9 +414,6 @@ static int run(struct daemon *d, const struct options *o)
 	}
 	if (d->listen_fd >= 0)
 		d->listen_watch = g_unix_fd_add(d->listen_fd, G_IO_IN, listen_readable, d);
-	g_unix_signal_add(SIGTERM, on_quit_signal, d);
-	g_unix_signal_add(SIGINT, on_quit_signal, d);
-	g_unix_signal_add(SIGHUP, on_hangup, d);
 	log_info("%s device ready%s%s", d->type->name, d->socket_path ? " on " : "",
 		 d->socket_path ? d->socket_path : "");
 	g_main_loop_run(d->loop);
@@ -477,6 +474,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	d.loop = g_main_loop_new(NULL, FALSE);
+	/* Before any setup: a SIGTERM during it must still mean a clean exit. */
+	g_unix_signal_add(SIGTERM, on_quit_signal, &d);
+	g_unix_signal_add(SIGINT, on_quit_signal, &d);
+	g_unix_signal_add(SIGHUP, on_hangup, &d);
 	rc = run(&d, &o);
 	daemon_cleanup(&d);
 	return rc;
