@@ -452,45 +452,38 @@ void vq_elem_free(struct vq_elem *elem)
 	g_free(elem);
 }
 
-size_t vq_iov_to_buf(const struct iovec *iov, unsigned int n, size_t offset, void *buf, size_t len)
+/* Copies between an iovec array (from offset) and a flat buffer. */
+static size_t iov_copy(const struct iovec *iov, unsigned int n, size_t offset, uint8_t *buf,
+		       size_t len, bool to_iov)
 {
 	size_t done = 0;
 
 	for (unsigned int i = 0; i < n && done < len; i++) {
+		uint8_t *seg = iov[i].iov_base;
 		size_t chunk;
 
 		if (offset >= iov[i].iov_len) {
 			offset -= iov[i].iov_len;
 			continue;
 		}
-		chunk = iov[i].iov_len - offset;
-		if (chunk > len - done)
-			chunk = len - done;
-		memcpy((uint8_t *)buf + done, (uint8_t *)iov[i].iov_base + offset, chunk);
+		chunk = MIN(iov[i].iov_len - offset, len - done);
+		if (to_iov)
+			memcpy(seg + offset, buf + done, chunk);
+		else
+			memcpy(buf + done, seg + offset, chunk);
 		done += chunk;
 		offset = 0;
 	}
 	return done;
 }
 
+size_t vq_iov_to_buf(const struct iovec *iov, unsigned int n, size_t offset, void *buf, size_t len)
+{
+	return iov_copy(iov, n, offset, buf, len, false);
+}
+
 size_t vq_buf_to_iov(const struct iovec *iov, unsigned int n, size_t offset, const void *buf,
 		     size_t len)
 {
-	size_t done = 0;
-
-	for (unsigned int i = 0; i < n && done < len; i++) {
-		size_t chunk;
-
-		if (offset >= iov[i].iov_len) {
-			offset -= iov[i].iov_len;
-			continue;
-		}
-		chunk = iov[i].iov_len - offset;
-		if (chunk > len - done)
-			chunk = len - done;
-		memcpy((uint8_t *)iov[i].iov_base + offset, (const uint8_t *)buf + done, chunk);
-		done += chunk;
-		offset = 0;
-	}
-	return done;
+	return iov_copy(iov, n, offset, (uint8_t *)buf, len, true);
 }
