@@ -20,6 +20,8 @@
 #define BLK_SECTOR 512u
 #define BLK_SEG_MAX 126u
 #define BLK_ID "vrdma-blk"
+/* Far above what Linux sends (max_sectors_kb is 1280 by default). */
+#define BLK_MAX_REQUEST (64u << 20)
 
 struct blk_backing {
 	int fd;
@@ -153,19 +155,19 @@ static int blk_rw(int fd, struct iovec *iov, int n, uint64_t off, bool write)
 
 static bool sectors_in_range(const struct blk_backing *b, uint64_t sector, uint64_t bytes)
 {
-	if (bytes % BLK_SECTOR || sector > UINT64_MAX / BLK_SECTOR)
+	/* One request is served synchronously: bound what it may cost. */
+	if (bytes % BLK_SECTOR || bytes > BLK_MAX_REQUEST || sector > UINT64_MAX / BLK_SECTOR)
 		return false;
 	return range_within(sector * BLK_SECTOR, bytes, backing_size(b));
 }
 
-/* Executes one request; returns the bytes written into the guest's buffers. */
-static uint32_t blk_execute(struct blk_backing *b, struct vq_elem *e)
+/* Executes one request and writes its status byte. */
+static void blk_execute(struct blk_backing *b, struct vq_elem *e)
 {
 	g_autofree struct iovec *data = g_new(struct iovec, VQ_MAX_SEGS);
 	struct virtio_blk_outhdr hdr;
 	uint64_t data_len = e->in_len - 1;
 	uint8_t status = VIRTIO_BLK_S_IOERR;
-	uint32_t written = 1;
 	int n;
 
 	if (vq_iov_to_buf(e->out, e->out_num, 0, &hdr, sizeof(hdr)) != sizeof(hdr))
@@ -175,10 +177,8 @@ static uint32_t blk_execute(struct blk_backing *b, struct vq_elem *e)
 		n = iov_slice(e->in, e->in_num, 0, data_len, data);
 		if (n < 0 || !sectors_in_range(b, hdr.sector, data_len))
 			break;
-		if (blk_rw(b->fd, data, n, hdr.sector * BLK_SECTOR, false) == 0) {
+		if (blk_rw(b->fd, data, n, hdr.sector * BLK_SECTOR, false) == 0)
 			status = VIRTIO_BLK_S_OK;
-			written += (uint32_t)data_len;
-		}
 		break;
 	case VIRTIO_BLK_T_OUT:
 		data_len = e->out_len - sizeof(hdr);
@@ -197,7 +197,6 @@ static uint32_t blk_execute(struct blk_backing *b, struct vq_elem *e)
 		size_t len = MIN((size_t)data_len, sizeof(id));
 
 		vq_buf_to_iov(e->in, e->in_num, 0, id, len);
-		written += (uint32_t)len;
 		status = VIRTIO_BLK_S_OK;
 		break;
 	}
@@ -208,26 +207,35 @@ static uint32_t blk_execute(struct blk_backing *b, struct vq_elem *e)
 done:
 	/* The status byte is the last byte of the device-writable buffers. */
 	vq_buf_to_iov(e->in, e->in_num, e->in_len - 1, &status, 1);
-	return written;
 }
 
 static void blk_queue_kick(void *opaque, struct vu_vq *vq)
 {
 	struct blk_instance *inst = opaque;
+	unsigned int done = 0;
 	struct vq_elem *e;
-	bool done_any = false;
 
-	while (vq_pop(vq, &e) > 0) {
+	while (done < VQ_BUDGET && vq_pop(vq, &e) > 0) {
 		uint32_t written = 0;
 
-		/* A request without room for the status byte cannot be answered. */
-		if (e->in_len >= 1 && e->in_len <= UINT32_MAX)
-			written = blk_execute(inst->backing, e);
+		/*
+		 * A request without room for the status byte cannot be answered.
+		 * Otherwise the whole device-writable part counts as written: the
+		 * status is its last byte and a failed read may have touched the
+		 * rest, and all of it must reach the dirty log.
+		 */
+		if (e->in_len >= 1 && e->in_len <= UINT32_MAX) {
+			blk_execute(inst->backing, e);
+			written = (uint32_t)e->in_len;
+		}
 		vq_push(vq, e, written);
-		done_any = true;
+		done++;
 	}
-	if (done_any)
+	if (done)
 		vq_notify(vq);
+	/* Let the other connections in; come back for the rest. */
+	if (done == VQ_BUDGET)
+		vq_kick_self(vq);
 }
 
 static int blk_instance_new(void *shared, struct vu_device_ops *ret_ops, void **ret_instance)

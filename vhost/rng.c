@@ -89,20 +89,23 @@ static void rng_queue_kick(void *opaque, struct vu_vq *vq)
 {
 	struct rng_instance *inst = opaque;
 	g_autofree uint8_t *buf = g_malloc(RNG_MAX_CHUNK);
+	unsigned int done = 0;
 	struct vq_elem *e;
-	bool done_any = false;
 
-	while (vq_pop(vq, &e) > 0) {
+	while (done < VQ_BUDGET && vq_pop(vq, &e) > 0) {
 		ssize_t got = rng_fill(inst, buf, MIN(e->in_len, (uint64_t)RNG_MAX_CHUNK));
 		uint32_t written = 0;
 
 		if (got > 0)
 			written = (uint32_t)vq_buf_to_iov(e->in, e->in_num, 0, buf, (size_t)got);
 		vq_push(vq, e, written);
-		done_any = true;
+		done++;
 	}
-	if (done_any)
+	if (done)
 		vq_notify(vq);
+	/* Let the other connections in; come back for the rest. */
+	if (done == VQ_BUDGET)
+		vq_kick_self(vq);
 }
 
 static int rng_instance_new(void *shared, struct vu_device_ops *ret_ops, void **ret_instance)

@@ -37,6 +37,9 @@ struct daemon {
 	const char *socket_path;
 	bool single_connection; /* --fd was a connected socket */
 	GList *conns;
+	unsigned int nconns;
+	unsigned int max_conns;
+	guint accept_retry; /* listening paused: out of fds */
 	unsigned int next_id;
 	struct sriov_assignment function; /* the tenant's VF, when one was asked for */
 };
@@ -47,6 +50,7 @@ struct conn {
 	struct vu_dev *dev;
 	void *instance;
 	guint sock_watch;
+	guint drop_idle; /* scheduled drop of a poisoned connection */
 	GHashTable *watches; /* fd -> struct watch */
 };
 
@@ -58,12 +62,29 @@ struct watch {
 	guint source;
 };
 
+static void conn_free(struct conn *c);
+
+static gboolean drop_poisoned(gpointer data)
+{
+	struct conn *c = data;
+
+	log_warn("connection %u: dropped: the front end truncated memory it shares with us",
+		 c->id);
+	c->drop_idle = 0;
+	conn_free(c);
+	return G_SOURCE_REMOVE;
+}
+
 static gboolean watch_fired(gint fd, GIOCondition cond, gpointer data)
 {
 	struct watch *w = data;
+	struct conn *c = w->c;
 
 	(void)cond;
-	w->cb(w->c->dev, fd, w->data);
+	w->cb(c->dev, fd, w->data);
+	/* Freeing the connection here would free this very watch. */
+	if (vu_dev_poisoned(c->dev) && !c->drop_idle)
+		c->drop_idle = g_idle_add(drop_poisoned, c);
 	return G_SOURCE_CONTINUE;
 }
 
@@ -106,10 +127,13 @@ static void conn_free(struct conn *c)
 
 	if (c->sock_watch)
 		g_source_remove(c->sock_watch);
+	if (c->drop_idle)
+		g_source_remove(c->drop_idle);
 	vu_dev_free(c->dev);
 	g_hash_table_destroy(c->watches);
 	d->type->instance_free(c->instance);
 	d->conns = g_list_remove(d->conns, c);
+	d->nconns--;
 	g_free(c);
 	if (d->single_connection)
 		g_main_loop_quit(d->loop);
@@ -153,6 +177,7 @@ static int conn_new(struct daemon *d, int sock)
 	}
 	c->sock_watch = g_unix_fd_add(sock, G_IO_IN | G_IO_HUP | G_IO_ERR, conn_readable, c);
 	d->conns = g_list_prepend(d->conns, c);
+	d->nconns++;
 	log_info("connection %u: front end connected", c->id);
 	return 0;
 err:
@@ -160,6 +185,17 @@ err:
 	g_free(c);
 	close(sock);
 	return ret;
+}
+
+static gboolean listen_readable(gint fd, GIOCondition cond, gpointer data);
+
+static gboolean resume_accepting(gpointer data)
+{
+	struct daemon *d = data;
+
+	d->accept_retry = 0;
+	d->listen_watch = g_unix_fd_add(d->listen_fd, G_IO_IN, listen_readable, d);
+	return G_SOURCE_REMOVE;
 }
 
 static gboolean listen_readable(gint fd, GIOCondition cond, gpointer data)
@@ -170,8 +206,20 @@ static gboolean listen_readable(gint fd, GIOCondition cond, gpointer data)
 	(void)cond;
 	sock = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (sock < 0) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_warn("accept: %s", strerror(errno));
+		if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_warn("accept: %s", strerror(errno));
+			return G_SOURCE_CONTINUE;
+		}
+		/* The socket stays readable: do not spin on it, try again later. */
+		log_warn("accept: %s; pausing for a second", strerror(errno));
+		d->listen_watch = 0;
+		d->accept_retry = g_timeout_add_seconds(1, resume_accepting, d);
+		return G_SOURCE_REMOVE;
+	}
+	if (d->nconns >= d->max_conns) {
+		log_warn("refusing a front end: already serving %u connections", d->nconns);
+		close(sock);
 		return G_SOURCE_CONTINUE;
 	}
 	if (conn_new(d, sock) < 0)
@@ -272,6 +320,7 @@ struct options {
 	gchar *blk_file;
 	gboolean read_only;
 	gint num_queues;
+	gint max_connections;
 	gchar *entropy_file;
 	gchar *tenant;
 	gchar *vf;
@@ -291,6 +340,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "blk-file", 0, 0, G_OPTION_ARG_FILENAME, &o->blk_file, "blk: backing file or block device", "PATH" },
 		{ "read-only", 0, 0, G_OPTION_ARG_NONE, &o->read_only, "blk: refuse writes", NULL },
 		{ "num-queues", 0, 0, G_OPTION_ARG_INT, &o->num_queues, "blk: request queues, 1..8 (default 1)", "N" },
+		{ "max-connections", 0, 0, G_OPTION_ARG_INT, &o->max_connections, "front ends served at once (default 64)", "N" },
 		{ "entropy-file", 0, 0, G_OPTION_ARG_FILENAME, &o->entropy_file, "rng: source (default /dev/urandom; a regular file is served cyclically)", "PATH" },
 		{ "tenant", 0, 0, G_OPTION_ARG_STRING, &o->tenant, "serve this tenant on its VF from the SR-IOV pool (takes a free one if it has none)", "T" },
 		{ "vf", 0, 0, G_OPTION_ARG_STRING, &o->vf, "use this VF (PCI address); refused if another tenant holds it", "PCI" },
@@ -305,6 +355,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 	o->fd = -1;
 	o->num_queues = 1;
+	o->max_connections = 64;
 	g_option_context_add_main_entries(ctx, entries, NULL);
 	g_option_context_set_description(ctx,
 		"Exit status: 0 on SIGTERM/SIGINT or when an --fd connection ends,\n"
@@ -335,6 +386,10 @@ static int check_usage(const struct options *o)
 	}
 	if (o->num_queues < 1 || o->num_queues > 8) {
 		fprintf(stderr, "vrdma-vhost: --num-queues must be 1..8\n");
+		return -EINVAL;
+	}
+	if (o->max_connections < 1 || o->max_connections > 1024) {
+		fprintf(stderr, "vrdma-vhost: --max-connections must be 1..1024\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -430,6 +485,8 @@ static void daemon_cleanup(struct daemon *d)
 	}
 	if (d->listen_watch)
 		g_source_remove(d->listen_watch);
+	if (d->accept_retry)
+		g_source_remove(d->accept_retry);
 	if (d->listen_fd >= 0)
 		close(d->listen_fd);
 	if (d->socket_path)
@@ -472,6 +529,11 @@ int main(int argc, char **argv)
 	if (o.print_capabilities) {
 		print_capabilities(d.type);
 		return 0;
+	}
+	d.max_conns = (unsigned int)o.max_connections;
+	if (vu_guard_install() < 0) {
+		log_error("cannot install the SIGBUS guard: %s", strerror(errno));
+		return EXIT_SETUP;
 	}
 	d.loop = g_main_loop_new(NULL, FALSE);
 	/* Before any setup: a SIGTERM during it must still mean a clean exit. */

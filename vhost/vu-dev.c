@@ -7,6 +7,8 @@
  * generically.  Every fd still in the message afterwards is closed.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -74,6 +76,35 @@ static void no_reset(void *opaque)
 
 /* --- queue helpers --- */
 
+/*
+ * Takes the message's fd as a queue notifier.  It must be an eventfd, and
+ * ours is made non-blocking: a pipe nobody reads, or an eventfd at its
+ * maximum count, would otherwise block the one thread all tenants share.
+ * (The flag is shared with the front end's descriptor; QEMU's are
+ * non-blocking already.)
+ */
+static int take_eventfd(struct vu_msg *msg)
+{
+	char path[64], target[64];
+	ssize_t n;
+	int fd, fl;
+
+	if (msg->nfds < 1 || msg->fds[0] < 0)
+		return -EBADF;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", msg->fds[0]);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return -errno;
+	target[n] = '\0';
+	if (strcmp(target, "anon_inode:[eventfd]") != 0)
+		return -EBADF;
+	fl = fcntl(msg->fds[0], F_GETFL);
+	if (fl < 0 || fcntl(msg->fds[0], F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	fd = vu_msg_take_fd(msg, 0);
+	return fd;
+}
+
 static void kick_cb(struct vu_dev *dev, int fd, void *data)
 {
 	struct vu_vq *vq = data;
@@ -116,14 +147,19 @@ static void poke_queue(struct vu_dev *dev, struct vu_vq *vq)
 		dev->ops.queue_kick(dev->opaque, vq);
 }
 
-/* Memory changed: every ring is resolved again; running ones must map. */
+/*
+ * Memory changed: every ring is resolved again.  QEMU replaces a region by
+ * removing it and adding it back, so a running ring may be unmapped for a
+ * moment: it just pauses (vq_ready() needs its rings) and resumes, with
+ * whatever the driver queued meanwhile, once its memory is back.
+ */
 static void remap_rings(struct vu_dev *dev)
 {
 	for (unsigned int i = 0; i < dev->num_queues; i++) {
 		struct vu_vq *vq = &dev->vqs[i];
 
-		if (vq->addr_set && vq_map_rings(vq) < 0 && vq->started)
-			vq_break(vq);
+		if (vq->addr_set && vq_map_rings(vq) == 0)
+			poke_queue(dev, vq);
 	}
 }
 
@@ -201,6 +237,8 @@ static int h_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
 
 static int h_get_max_mem_slots(struct vu_dev *dev, struct vu_msg *msg)
 {
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIGURE_MEM_SLOTS))
+		return -EOPNOTSUPP;
 	return vu_msg_send_reply_u64(dev->sock, msg, VU_MAX_MEM_SLOTS) ?: REPLIED;
 }
 
@@ -209,6 +247,8 @@ static int h_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_mem_desc d;
 	int ret;
 
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIGURE_MEM_SLOTS))
+		return -EOPNOTSUPP;
 	vu_decode_mem_reg(msg, &d);
 	ret = vu_mem_add(&dev->mem, &d, msg->fds[0]);
 	if (ret < 0)
@@ -222,6 +262,8 @@ static int h_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_mem_desc d;
 	int ret;
 
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIGURE_MEM_SLOTS))
+		return -EOPNOTSUPP;
 	vu_decode_mem_reg(msg, &d);
 	ret = vu_mem_remove(&dev->mem, &d);
 	if (ret < 0)
@@ -297,8 +339,8 @@ static int h_set_vring_addr(struct vu_dev *dev, struct vu_msg *msg)
 	if (ret < 0) {
 		vq->addr = old;
 		vq->addr_set = old_set;
-		if (old_set)
-			vq_map_rings(vq);
+		if (old_set && vq_map_rings(vq) < 0 && vq->started)
+			vq_break(vq);
 		return ret;
 	}
 	return 0;
@@ -350,10 +392,16 @@ static int h_set_vring_kick(struct vu_dev *dev, struct vu_msg *msg)
 		return -EOPNOTSUPP;
 	vq = queue_of(dev, index);
 	stop_queue(dev, vq);
-	ret = vq_start(vq);
+	ret = take_eventfd(msg);
 	if (ret < 0)
 		return ret;
-	vq->kick_fd = vu_msg_take_fd(msg, 0);
+	vq->kick_fd = ret;
+	ret = vq_start(vq);
+	if (ret < 0) {
+		closep(&vq->kick_fd);
+		vq->kick_fd = -1;
+		return ret;
+	}
 	if (!vu_has_feature(dev, VU_F_PROTOCOL_FEATURES))
 		vq->enabled = true;
 	dev->loop.add_watch(dev, vq->kick_fd, kick_cb, vq);
@@ -368,19 +416,22 @@ static int replace_vring_fd(struct vu_dev *dev, struct vu_msg *msg, bool call)
 	struct vu_vq *vq;
 	uint32_t index;
 	bool has_fd;
-	int ret;
+	int fd, ret;
 
 	ret = vu_decode_vring_fd(msg, &index, &has_fd);
 	if (ret < 0)
 		return ret;
 	vq = queue_of(dev, index);
+	fd = has_fd ? take_eventfd(msg) : -1;
+	if (fd < -1)
+		return fd;
 	if (call) {
 		closep(&vq->call_fd);
-		vq->call_fd = has_fd ? vu_msg_take_fd(msg, 0) : -1;
+		vq->call_fd = fd;
 		vq->signalled_used_valid = false;
 	} else {
 		closep(&vq->err_fd);
-		vq->err_fd = has_fd ? vu_msg_take_fd(msg, 0) : -1;
+		vq->err_fd = fd;
 	}
 	return 0;
 }
@@ -445,6 +496,8 @@ static int h_get_config(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_config_req req;
 	int ret;
 
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIG))
+		return -EOPNOTSUPP;
 	ret = vu_decode_config(msg, &req);
 	if (ret < 0)
 		return ret;
@@ -461,6 +514,8 @@ static int h_set_config(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_config_req req;
 	int ret;
 
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIG))
+		return -EOPNOTSUPP;
 	ret = vu_decode_config(msg, &req);
 	if (ret < 0)
 		return ret;
@@ -527,6 +582,8 @@ static int h_set_status(struct vu_dev *dev, struct vu_msg *msg)
 {
 	uint64_t status;
 
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_STATUS))
+		return -EOPNOTSUPP;
 	vu_decode_u64(msg, &status);
 	if (status > UINT8_MAX)
 		return -EINVAL;
@@ -536,6 +593,8 @@ static int h_set_status(struct vu_dev *dev, struct vu_msg *msg)
 
 static int h_get_status(struct vu_dev *dev, struct vu_msg *msg)
 {
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_STATUS))
+		return -EOPNOTSUPP;
 	return vu_msg_send_reply_u64(dev->sock, msg, dev->status) ?: REPLIED;
 }
 
@@ -588,11 +647,17 @@ static int handle(struct vu_dev *dev, struct vu_msg *msg)
 	return ret < 0 ? ret : 0;
 }
 
+/* Messages handled per call: the socket watch fires again for the rest. */
+#define DISPATCH_BUDGET 64
+
 int vu_dev_dispatch(struct vu_dev *dev)
 {
-	for (;;) {
-		int ret = vu_msg_read(dev->sock, &dev->reader, dev->num_queues);
+	for (unsigned int n = 0; n < DISPATCH_BUDGET; n++) {
+		int ret;
 
+		if (dev->poisoned)
+			return -EFAULT;
+		ret = vu_msg_read(dev->sock, &dev->reader, dev->num_queues);
 		if (ret <= 0)
 			return ret;
 		ret = handle(dev, &dev->reader.msg);
@@ -600,6 +665,12 @@ int vu_dev_dispatch(struct vu_dev *dev)
 		if (ret < 0)
 			return ret;
 	}
+	return dev->poisoned ? -EFAULT : 0;
+}
+
+bool vu_dev_poisoned(const struct vu_dev *dev)
+{
+	return dev->poisoned;
 }
 
 int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
@@ -627,6 +698,9 @@ int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
 	dev->loop_data = loop_data;
 	dev->backend_fd = -1;
 	dev->inflight.fd = -1;
+	dev->mem.poisoned = &dev->poisoned;
+	dev->log.poisoned = &dev->poisoned;
+	dev->inflight.poisoned = &dev->poisoned;
 	vu_msg_reader_init(&dev->reader);
 	dev->num_queues = ops->max_queues;
 	dev->vqs = g_new0(struct vu_vq, dev->num_queues);

@@ -30,17 +30,17 @@ uint64_t vu_inflight_queue_bytes(uint16_t queue_size)
 	return (bytes + INFLIGHT_ALIGN - 1) / INFLIGHT_ALIGN * INFLIGHT_ALIGN;
 }
 
+/* Maps [offset, offset+size) of fd; returns the skew or -errno. */
 static int map_area(struct vu_inflight *inf, int fd, uint64_t size, uint64_t offset)
 {
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t skew = offset % page;
-	void *base = mmap(NULL, size + skew, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-			  (off_t)(offset - skew));
+	size_t map_len;
+	uint64_t skew;
+	void *base = vu_map_shared(fd, offset, size, inf->poisoned, &map_len, &skew);
 
-	if (base == MAP_FAILED)
+	if (!base)
 		return -errno;
 	inf->map_base = base;
-	inf->map_len = size + skew;
+	inf->map_len = map_len;
 	return (int)skew;
 }
 
@@ -62,7 +62,11 @@ int vu_inflight_create(struct vu_inflight *inf, uint16_t num_queues, uint16_t qu
 		return ret;
 	}
 	/* QEMU keeps this fd across our restarts: it must never shrink. */
-	fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
 	vu_inflight_clear(inf);
 	ret = map_area(inf, fd, size, 0);
 	if (ret < 0) {
@@ -106,11 +110,12 @@ int vu_inflight_adopt(struct vu_inflight *inf, int fd, const struct vu_inflight_
 
 void vu_inflight_clear(struct vu_inflight *inf)
 {
-	if (inf->map_base)
-		munmap(inf->map_base, inf->map_len);
+	volatile sig_atomic_t *poisoned = inf->poisoned;
+
+	vu_unmap(inf->map_base, inf->map_len);
 	if (inf->fd >= 0)
 		close(inf->fd);
-	*inf = (struct vu_inflight){ .fd = -1 };
+	*inf = (struct vu_inflight){ .fd = -1, .poisoned = poisoned };
 }
 
 struct vu_inflight_queue *vu_inflight_queue(const struct vu_inflight *inf, unsigned int index)

@@ -4,6 +4,7 @@
 #define VRDMA_VU_INTERNAL_H
 
 #include <linux/virtio_ring.h>
+#include <signal.h>
 #include <stddef.h>
 
 #include "vu-proto.h"
@@ -24,7 +25,12 @@ struct vu_region {
 struct vu_mem {
 	unsigned int nregions;
 	struct vu_region regions[VU_MAX_MEM_SLOTS];
+	volatile sig_atomic_t *poisoned; /* set by the SIGBUS guard */
 };
+
+/* Guest RAM one connection may map: far above any guest we serve, far below
+ * the 128 TiB of address space that every connection shares. */
+#define VU_MAX_MAPPED_BYTES (1ull << 40)
 
 /* Maps the region; takes no ownership of fd. */
 int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd);
@@ -38,6 +44,17 @@ void *vu_mem_gpa(const struct vu_mem *mem, uint64_t gpa, uint64_t len, uint64_t 
 /* Host pointer for [uva, uva+len) which must lie in one region, or NULL. */
 void *vu_mem_uva(const struct vu_mem *mem, uint64_t uva, uint64_t len);
 
+/* --- SIGBUS containment for shared mappings (vu-guard.c) --- */
+
+#define VU_GUARD_MAX 8192u
+/* Registers a mapping: a SIGBUS in it sets *poisoned instead of killing us. */
+int vu_guard_add(void *start, size_t len, volatile sig_atomic_t *poisoned);
+void vu_guard_remove(void *start);
+/* mmap(MAP_SHARED) of fd, registered with the guard; unmap with vu_unmap(). */
+void *vu_map_shared(int fd, uint64_t offset, uint64_t len, volatile sig_atomic_t *poisoned,
+		    size_t *ret_map_len, uint64_t *ret_skew);
+void vu_unmap(void *base, size_t len);
+
 /* --- dirty log (vu-log.c) --- */
 
 struct vu_log {
@@ -45,6 +62,7 @@ struct vu_log {
 	uint64_t size; /* bytes of bitmap */
 	void *map_base;
 	size_t map_len;
+	volatile sig_atomic_t *poisoned;
 };
 
 int vu_log_set(struct vu_log *log, int fd, uint64_t size, uint64_t offset);
@@ -74,6 +92,7 @@ struct vu_inflight {
 	void *map_base;
 	size_t map_len;
 	uint32_t skew; /* mapping starts this far before the area */
+	volatile sig_atomic_t *poisoned;
 	int fd;
 	uint16_t num_queues;
 	uint16_t queue_size;
@@ -141,6 +160,7 @@ struct vu_dev {
 	uint64_t protocol_features;
 	uint8_t status;
 	bool owner_set;
+	volatile sig_atomic_t poisoned; /* shared memory vanished under us */
 	int backend_fd;
 
 	struct vu_mem mem;

@@ -4,7 +4,6 @@
  * with an atomic OR because QEMU reads and clears the bitmap concurrently.
  */
 #include <errno.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,9 +16,9 @@
 
 int vu_log_set(struct vu_log *log, int fd, uint64_t size, uint64_t offset)
 {
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t skew = offset % page;
 	struct stat st;
+	size_t map_len;
+	uint64_t skew;
 	void *base;
 
 	if (size == 0 || size > VU_LOG_MAX_SIZE || offset + size < offset)
@@ -28,13 +27,12 @@ int vu_log_set(struct vu_log *log, int fd, uint64_t size, uint64_t offset)
 		return -errno;
 	if (!S_ISREG(st.st_mode) || !range_within(offset, size, (uint64_t)st.st_size))
 		return -EINVAL;
-	base = mmap(NULL, size + skew, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		    (off_t)(offset - skew));
-	if (base == MAP_FAILED)
+	base = vu_map_shared(fd, offset, size, log->poisoned, &map_len, &skew);
+	if (!base)
 		return -errno;
 	vu_log_clear(log);
 	log->map_base = base;
-	log->map_len = size + skew;
+	log->map_len = map_len;
 	log->bits = (uint8_t *)base + skew;
 	log->size = size;
 	return 0;
@@ -42,9 +40,10 @@ int vu_log_set(struct vu_log *log, int fd, uint64_t size, uint64_t offset)
 
 void vu_log_clear(struct vu_log *log)
 {
-	if (log->map_base)
-		munmap(log->map_base, log->map_len);
-	*log = (struct vu_log){ 0 };
+	volatile sig_atomic_t *poisoned = log->poisoned;
+
+	vu_unmap(log->map_base, log->map_len);
+	*log = (struct vu_log){ .poisoned = poisoned };
 }
 
 void vu_log_write(struct vu_log *log, uint64_t gpa, uint64_t len)
@@ -53,6 +52,8 @@ void vu_log_write(struct vu_log *log, uint64_t gpa, uint64_t len)
 
 	if (!log->bits || len == 0 || gpa + len - 1 < gpa)
 		return;
+	/* The guest memory writes must be visible before QEMU sees their bits. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	first = gpa / VU_LOG_PAGE;
 	last = (gpa + len - 1) / VU_LOG_PAGE;
 	for (uint64_t page = first; page <= last; page++) {

@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,24 +30,27 @@ static int check_against_fd(const struct vu_mem_desc *d, int fd)
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
 	/* A shorter file would SIGBUS us on first touch. */
-	if (S_ISREG(st.st_mode) && !range_within(d->mmap_offset, d->size, (uint64_t)st.st_size))
+	if (!range_within(d->mmap_offset, d->size, (uint64_t)st.st_size))
 		return -EINVAL;
 	return 0;
 }
 
 static int check_region(const struct vu_mem *mem, const struct vu_mem_desc *d)
 {
-	if (d->size == 0 || wraps(d->guest_addr, d->size) || wraps(d->user_addr, d->size) ||
-	    wraps(d->mmap_offset, d->size))
+	if (d->size == 0 || d->size > VU_MAX_MAPPED_BYTES || wraps(d->guest_addr, d->size) ||
+	    wraps(d->user_addr, d->size) || wraps(d->mmap_offset, d->size))
 		return -EINVAL;
-	if (d->size > SIZE_MAX / 2)
-		return -EINVAL;
+	uint64_t mapped = d->size;
+
 	for (unsigned int i = 0; i < mem->nregions; i++) {
 		const struct vu_region *r = &mem->regions[i];
 
+		mapped += r->size;
+		if (mapped > VU_MAX_MAPPED_BYTES)
+			return -E2BIG;
 		if (overlaps(d->guest_addr, d->size, r->gpa, r->size) ||
 		    overlaps(d->user_addr, d->size, r->uva, r->size))
 			return -EEXIST;
@@ -58,9 +60,9 @@ static int check_region(const struct vu_mem *mem, const struct vu_mem_desc *d)
 
 int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd)
 {
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t skew = d->mmap_offset % page;
 	struct vu_region *r;
+	size_t map_len;
+	uint64_t skew;
 	void *base;
 	int ret;
 
@@ -72,10 +74,8 @@ int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd)
 	ret = check_against_fd(d, fd);
 	if (ret < 0)
 		return ret;
-	/* mmap wants a page-aligned offset: map from the page before. */
-	base = mmap(NULL, d->size + skew, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd,
-		    (off_t)(d->mmap_offset - skew));
-	if (base == MAP_FAILED)
+	base = vu_map_shared(fd, d->mmap_offset, d->size, mem->poisoned, &map_len, &skew);
+	if (!base)
 		return -errno;
 	r = &mem->regions[mem->nregions++];
 	*r = (struct vu_region){
@@ -85,7 +85,7 @@ int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd)
 		.mmap_offset = d->mmap_offset,
 		.host = (uint8_t *)base + skew,
 		.map_base = base,
-		.map_len = d->size + skew,
+		.map_len = map_len,
 	};
 	return 0;
 }
@@ -97,7 +97,7 @@ int vu_mem_remove(struct vu_mem *mem, const struct vu_mem_desc *d)
 
 		if (r->gpa != d->guest_addr || r->size != d->size || r->uva != d->user_addr)
 			continue;
-		munmap(r->map_base, r->map_len);
+		vu_unmap(r->map_base, r->map_len);
 		memmove(r, r + 1, (mem->nregions - i - 1) * sizeof(*r));
 		mem->nregions--;
 		return 0;
@@ -108,7 +108,7 @@ int vu_mem_remove(struct vu_mem *mem, const struct vu_mem_desc *d)
 void vu_mem_clear(struct vu_mem *mem)
 {
 	for (unsigned int i = 0; i < mem->nregions; i++)
-		munmap(mem->regions[i].map_base, mem->regions[i].map_len);
+		vu_unmap(mem->regions[i].map_base, mem->regions[i].map_len);
 	mem->nregions = 0;
 }
 

@@ -173,7 +173,9 @@ static int check_header(struct vu_msg_reader *r)
 	rule = rule_for(msg->request);
 	if (!rule)
 		return -EOPNOTSUPP;
-	if ((msg->flags & VU_FLAG_VERSION_MASK) != VU_FLAG_VERSION || (msg->flags & VU_FLAG_REPLY))
+	/* A request carries the version and may ask for a reply: nothing else. */
+	if ((msg->flags & VU_FLAG_VERSION_MASK) != VU_FLAG_VERSION ||
+	    (msg->flags & ~(uint32_t)(VU_FLAG_VERSION_MASK | VU_FLAG_NEED_REPLY)))
 		return -EPROTO;
 	if (msg->size < rule->min_size || msg->size > rule->max_size)
 		return -EBADMSG;

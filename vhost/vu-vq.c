@@ -92,13 +92,16 @@ static void log_used(struct vu_vq *vq, uint64_t offset, uint64_t len)
 		log_write(vq, vq->addr.log_guest_addr + offset, len);
 }
 
-static int compare_counter(const void *a, const void *b, void *queue)
-{
-	const struct vu_inflight_queue *q = queue;
-	uint64_t ca = q->desc[*(const uint16_t *)a].counter;
-	uint64_t cb = q->desc[*(const uint16_t *)b].counter;
+struct taken {
+	uint64_t counter;
+	uint16_t head;
+};
 
-	return ca < cb ? -1 : ca > cb;
+static int compare_taken(const void *a, const void *b)
+{
+	const struct taken *x = a, *y = b;
+
+	return x->counter < y->counter ? -1 : x->counter > y->counter;
 }
 
 /*
@@ -131,16 +134,22 @@ static int inflight_recover(struct vu_vq *vq)
 		}
 		q->used_idx = vq->used_idx;
 	}
-	g_free(vq->resubmit);
-	vq->resubmit = g_new(uint16_t, vq->num);
+	g_autofree struct taken *taken = g_new(struct taken, vq->num);
+
+	/* Copied first: the front end may change the area while we sort. */
 	for (uint32_t i = 0; i < vq->num; i++) {
 		if (q->desc[i].inflight != 1)
 			continue;
-		vq->resubmit[n++] = (uint16_t)i;
-		if (q->desc[i].counter > max_counter)
-			max_counter = q->desc[i].counter;
+		taken[n] = (struct taken){ q->desc[i].counter, (uint16_t)i };
+		if (taken[n].counter > max_counter)
+			max_counter = taken[n].counter;
+		n++;
 	}
-	g_qsort_with_data(vq->resubmit, (gint)n, sizeof(uint16_t), compare_counter, q);
+	qsort(taken, n, sizeof(*taken), compare_taken);
+	g_free(vq->resubmit);
+	vq->resubmit = g_new(uint16_t, vq->num);
+	for (unsigned int i = 0; i < n; i++)
+		vq->resubmit[i] = taken[i].head;
 	vq->resubmit_num = n;
 	vq->resubmit_next = 0;
 	vq->inflight_counter = max_counter + 1;
@@ -164,8 +173,9 @@ int vq_start(struct vu_vq *vq)
 	/*
 	 * The area was sized for queue_size descriptors; the header's desc_num
 	 * is the front end's to scribble on, so only the size we mapped counts.
+	 * A driver may use a smaller ring than the area was made for.
 	 */
-	if (vq->inflight && vq_dev(vq)->inflight.queue_size != vq->num) {
+	if (vq->inflight && vq->num > vq_dev(vq)->inflight.queue_size) {
 		vq->inflight = NULL;
 		return -EINVAL;
 	}
@@ -445,6 +455,13 @@ void vq_notify(struct vu_vq *vq)
 		return;
 	}
 	eventfd_write(vq->call_fd, 1);
+}
+
+void vq_kick_self(struct vu_vq *vq)
+{
+	/* The kick fd is non-blocking; a full counter already means "kicked". */
+	if (vq->kick_fd >= 0)
+		eventfd_write(vq->kick_fd, 1);
 }
 
 void vq_elem_free(struct vq_elem *elem)

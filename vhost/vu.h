@@ -62,6 +62,16 @@ void vu_dev_free(struct vu_dev *dev);
  */
 int vu_dev_dispatch(struct vu_dev *dev);
 int vu_dev_socket(const struct vu_dev *dev);
+/*
+ * Shared memory of this connection vanished (the front end truncated a
+ * file we mapped): it must be dropped.  Needs vu_guard_install().
+ */
+bool vu_dev_poisoned(const struct vu_dev *dev);
+/*
+ * Installs the process-wide SIGBUS handler that contains faults in memory
+ * front ends share with us to their own connection.  Call once, early.
+ */
+int vu_guard_install(void);
 void *vu_dev_loop_data(const struct vu_dev *dev);
 /* Asks the front end to re-read config space (needs BACKEND_REQ). */
 int vu_dev_config_changed(struct vu_dev *dev);
@@ -95,6 +105,12 @@ int vq_pop(struct vu_vq *vq, struct vq_elem **ret_elem);
 int vq_push(struct vu_vq *vq, struct vq_elem *elem, uint32_t written);
 /* Interrupts the driver if it asked to be (EVENT_IDX / NO_INTERRUPT). */
 void vq_notify(struct vu_vq *vq);
+/*
+ * Requests handled per kick before a device yields: it then calls
+ * vq_kick_self() so the queue is served again after the loop's other work.
+ */
+#define VQ_BUDGET 256u
+void vq_kick_self(struct vu_vq *vq);
 void vq_elem_free(struct vq_elem *elem);
 
 /* Copies up to len bytes from/to an element's segments at offset. */

@@ -1098,6 +1098,16 @@ static void test_many_connections(void **state)
 						       NULL), 0);
 	}
 	good_io("64 open connections");
+	/* One more than --max-connections: accepted by the kernel, then closed. */
+	{
+		struct vuf_conn *extra;
+		uint64_t features;
+
+		assert_int_equal(vuf_conn_connect(dmn.sock, VT_TIMEOUT_MS, &extra), 0);
+		assert_int_equal(vuf_get_features(extra, &features), -ECONNRESET);
+		vuf_conn_free(extra);
+	}
+	good_io("a connection over the limit refused");
 	for (size_t i = 0; i < ARRAY_SIZE(c); i++)
 		vuf_conn_free(c[i]);
 	assert_fd_baseline("64 connections closed");
@@ -1132,8 +1142,9 @@ static uint8_t zero_pattern(uint64_t i)
 
 static int setup(void **state)
 {
+	/* Room for the good connection and 64 more, not for a 66th. */
 	const char *args[] = { "--device", "blk", "--blk-file", blk_file,
-			       "--num-queues", "2", NULL };
+			       "--num-queues", "2", "--max-connections", "65", NULL };
 
 	(void)state;
 	vt_path("hostile.img", blk_file, sizeof(blk_file));
