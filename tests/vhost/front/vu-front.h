@@ -226,6 +226,12 @@ struct vuf_mem *vuf_mem_new(void);
 void vuf_mem_free(struct vuf_mem *m);
 /* A new memfd of fd_offset + size bytes; gpa..gpa+size maps fd_offset.. */
 int vuf_mem_add_region(struct vuf_mem *m, uint64_t gpa, uint64_t size, uint64_t fd_offset);
+/*
+ * The same over a file the caller made (a plain file, hugetlbfs): fd must
+ * hold fd_offset + size bytes. The region keeps a dup; fd stays the caller's.
+ */
+int vuf_mem_add_region_fd(struct vuf_mem *m, uint64_t gpa, uint64_t size, uint64_t fd_offset,
+			  int fd);
 size_t vuf_mem_nregions(const struct vuf_mem *m);
 const struct vuf_mem_region *vuf_mem_region(const struct vuf_mem *m, size_t i);
 /* The wire descriptor of region i (uva is our pointer, like QEMU's). */

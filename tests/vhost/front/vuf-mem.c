@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Guest RAM: memfd regions at chosen guest-physical addresses. */
+/* Guest RAM: memfd (or caller-made file) regions at chosen guest-physical addresses. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -38,9 +39,10 @@ static bool overlaps(const struct vuf_mem *m, uint64_t gpa, uint64_t size)
 	return false;
 }
 
-int vuf_mem_add_region(struct vuf_mem *m, uint64_t gpa, uint64_t size, uint64_t fd_offset)
+int vuf_mem_add_region_fd(struct vuf_mem *m, uint64_t gpa, uint64_t size, uint64_t fd_offset,
+			  int fd)
 {
-	_cleanup_(closep) int fd = -1;
+	_cleanup_(closep) int own = -1;
 	uint64_t total;
 	void *map;
 
@@ -50,21 +52,35 @@ int vuf_mem_add_region(struct vuf_mem *m, uint64_t gpa, uint64_t size, uint64_t 
 		return -EINVAL;
 	if (overlaps(m, gpa, size))
 		return -EEXIST;
-	fd = memfd_create("vuf-guest-ram", MFD_CLOEXEC);
-	if (fd < 0)
+	own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (own < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)total) < 0)
-		return -errno;
-	map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
 	if (map == MAP_FAILED)
 		return -errno;
 	m->maps[m->nregions] = map;
 	m->regions[m->nregions] = (struct vuf_mem_region){
 		.gpa = gpa, .size = size, .fd_offset = fd_offset,
-		.fd = steal_fd(&fd), .host = (uint8_t *)map + fd_offset,
+		.fd = steal_fd(&own), .host = (uint8_t *)map + fd_offset,
 	};
 	m->nregions++;
 	return 0;
+}
+
+int vuf_mem_add_region(struct vuf_mem *m, uint64_t gpa, uint64_t size, uint64_t fd_offset)
+{
+	_cleanup_(closep) int fd = -1;
+	uint64_t total;
+
+	if (__builtin_add_overflow(fd_offset, size, &total))
+		return -EINVAL;
+	/* No MFD_ALLOW_SEALING, like QEMU's memory-backend-memfd,seal=off. */
+	fd = memfd_create("vuf-guest-ram", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)total) < 0)
+		return -errno;
+	return vuf_mem_add_region_fd(m, gpa, size, fd_offset, fd);
 }
 
 size_t vuf_mem_nregions(const struct vuf_mem *m) { return m->nregions; }
