@@ -13,6 +13,12 @@ static int state_error(const struct cli *cli, int r, const char *what)
 	if (r == -EBADMSG)
 		return cli_fail(cli, r, "%s: state file %s or sysfs is malformed", what,
 				cli->ctx.state_path);
+	if (r == -ELOOP)
+		return cli_fail(cli, r, "%s: state file %s or its lock is a symlink: refused", what,
+				cli->ctx.state_path);
+	if (r == -ETIMEDOUT)
+		return cli_fail(cli, r, "%s: the pool stayed locked (%s.lock) by another process",
+				what, cli->ctx.state_path);
 	return cli_fail(cli, r, "%s: %s", what, g_strerror(-r));
 }
 

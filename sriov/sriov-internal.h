@@ -48,16 +48,27 @@ struct sriov_pool {
 };
 
 struct sriov_pool *sriov_pool_new(void);
+/* A lower-case PCI address or an RDMA device name. */
+bool sriov_function_key_valid(const char *s);
 int sriov_state_parse(const char *text, size_t len, struct sriov_pool **ret_pool);
 char *sriov_state_format(const struct sriov_pool *pool);
-/* Writes @pool atomically: <path>.tmp, fsync, rename, fsync of the dir. */
+/* Writes @pool atomically: a fresh 0600 <path>.tmpXXXXXX, fsync, rename,
+ * fsync of the dir.  Removes temp files a crashed writer left. */
 int sriov_state_save(const char *path, const struct sriov_pool *pool);
-/* Takes the exclusive lock on <path>.lock (creating the directory);
- * returns the fd to close to unlock. */
+/* Takes the exclusive lock on <path>.lock (creating the directory),
+ * waiting at most sriov_state_lock_timeout_ms: -ETIMEDOUT after that.
+ * Returns the fd to close to unlock. */
 int sriov_state_lock(const char *path);
+/* Creates the directory of the state file. */
+int sriov_state_dir_create(const char *path);
+/* open(@path, @flags | O_CREAT, 0600) refusing symlinks (-ELOOP) and
+ * anything but a regular file (-EBADMSG); tightens a looser mode. */
+int sriov_open_private(const char *path, int flags);
 
 /* Tests only: called between the fsync of the temp file and the rename. */
 extern void (*sriov_state_before_rename)(const char *tmp_path);
+/* Tests only: how long sriov_state_lock() waits (default 10 s). */
+extern unsigned sriov_state_lock_timeout_ms;
 
 struct sriov_record *sriov_pool_find_record(const struct sriov_pool *pool, const char *function);
 bool sriov_pool_is_member(const struct sriov_pool *pool, const char *function);

@@ -6,6 +6,7 @@
  * file's validation, a crash between write and rename, and concurrent
  * assigns from many processes.
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -13,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +28,7 @@
 
 #include "fake-sysfs.h"
 #include "sriov-internal.h"
+#include "util.h"
 
 #ifndef NETLINK_RDMA
 #define NETLINK_RDMA 20
@@ -126,6 +130,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	sriov_state_before_rename = NULL;
+	sriov_state_lock_timeout_ms = 10000;
 	fake_sysfs_free(f->root);
 	g_free(f->state_path);
 	g_ptr_array_unref(f->routes);
@@ -468,6 +473,12 @@ static void test_state_corrupt(void **state)
 		"{\"version\":1,\"members\":[],\"functions\":[{\"function\":\"0000:04:00.2\","
 		"\"state\":\"assigned\",\"tenant\":\"a\",\"since\":1},{\"function\":"
 		"\"0000:04:00.2\",\"state\":\"dirty\",\"tenant\":\"b\",\"since\":1}]}",
+		/* an upper-case key would not match 0000:0a:00.2: a dirty VF looks free */
+		"{\"version\":1,\"members\":[],\"functions\":[{\"function\":\"0000:0A:00.2\","
+		"\"state\":\"dirty\",\"tenant\":\"a\",\"since\":1}]}",
+		"{\"version\":1,\"members\":[\"0000:0A:00.2\"],\"functions\":[]}",
+		/* nested deeper than the format ever is */
+		"{\"version\":1,\"members\":[],\"functions\":[],\"x\":[[[[[[[[1]]]]]]]]}",
 	};
 	struct sriov_assignment a;
 	g_autofree char *dir = g_path_get_dirname(f->state_path);
@@ -490,11 +501,25 @@ static void die_before_rename(const char *tmp)
 	raise(SIGKILL);
 }
 
+/* The temp files in the state directory ("pool.json.tmpXXXXXX"). */
+static GPtrArray *temp_files(const struct fixture *f)
+{
+	g_autofree char *dir = g_path_get_dirname(f->state_path);
+	GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+	const char *name;
+
+	while (d && (name = g_dir_read_name(d)))
+		if (g_str_has_prefix(name, "pool.json.tmp"))
+			g_ptr_array_add(names, g_build_filename(dir, name, NULL));
+	return names;
+}
+
 static void test_crash_before_rename(void **state)
 {
 	struct fixture *f = *state;
 	__attribute__((cleanup(sriov_pool_freep))) struct sriov_pool *pool = NULL;
-	g_autofree char *tmp = g_strconcat(f->state_path, ".tmp", NULL);
+	g_autoptr(GPtrArray) temps = NULL, after = NULL;
 	g_autofree char *leftover = NULL;
 	int status;
 	pid_t pid;
@@ -512,15 +537,126 @@ static void test_crash_before_rename(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	/* the crash happened after bob's state was written ... */
-	assert_true(g_file_get_contents(tmp, &leftover, NULL, NULL));
+	temps = temp_files(f);
+	assert_int_equal(temps->len, 1);
+	assert_true(g_file_get_contents(temps->pdata[0], &leftover, NULL, NULL));
 	assert_non_null(strstr(leftover, "bob"));
 	/* ... and the state is still the old one, intact */
 	pool = load(f);
 	assert_int_equal(pool->records->len, 1);
 	assert_string_equal(g_array_index(pool->records, struct sriov_record, 0).tenant, "alice");
-	/* and usable: the next writer replaces the leftover */
+	/* and usable: the next writer removes the leftover */
 	acquire(f, "bob", "0000:04:00.3");
-	assert_false(g_file_test(tmp, G_FILE_TEST_EXISTS));
+	after = temp_files(f);
+	assert_int_equal(after->len, 0);
+}
+
+static mode_t file_mode(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(lstat(path, &st), 0);
+	return st.st_mode & 07777;
+}
+
+/* Symlinks planted in the state directory are never followed. */
+static void test_state_no_symlinks(void **state)
+{
+	struct fixture *f = *state;
+	g_autofree char *dir = g_path_get_dirname(f->state_path);
+	g_autofree char *victim = g_build_filename(f->root, "victim", NULL);
+	g_autofree char *tmp = g_strconcat(f->state_path, ".tmp", NULL);
+	g_autofree char *lock = g_strconcat(f->state_path, ".lock", NULL);
+	g_autofree char *content = NULL;
+	struct sriov_pool *pool = NULL;
+	struct sriov_assignment a;
+
+	assert_int_equal(g_mkdir_with_parents(dir, 0755), 0);
+	assert_true(g_file_set_contents(victim, "precious", -1, NULL));
+	/* the old fixed temp name, pointing elsewhere */
+	assert_int_equal(symlink(victim, tmp), 0);
+	acquire(f, "alice", "0000:04:00.2");
+	assert_true(g_file_get_contents(victim, &content, NULL, NULL));
+	assert_string_equal(content, "precious");
+	assert_int_equal(file_mode(f->state_path), 0600);
+	assert_int_equal(file_mode(lock), 0600);
+	/* a state file that is a symlink is refused, not read or replaced */
+	assert_int_equal(unlink(f->state_path), 0);
+	assert_int_equal(symlink(victim, f->state_path), 0);
+	assert_int_equal(sriov_pool_load(f->state_path, &pool), -ELOOP);
+	assert_int_equal(sriov_tenant_acquire(&f->ctx, "bob", NULL, &a), -ELOOP);
+	assert_int_equal(unlink(f->state_path), 0);
+	/* so is a lock file that is one */
+	assert_int_equal(unlink(lock), 0);
+	assert_int_equal(symlink(victim, lock), 0);
+	assert_int_equal(sriov_tenant_acquire(&f->ctx, "bob", NULL, &a), -ELOOP);
+	g_free(content);
+	assert_true(g_file_get_contents(victim, &content, NULL, NULL));
+	assert_string_equal(content, "precious");
+}
+
+static void test_state_lock_bounded(void **state)
+{
+	struct fixture *f = *state;
+	g_autofree char *lock = g_strconcat(f->state_path, ".lock", NULL);
+	struct sriov_assignment a;
+	uint64_t start;
+	int fd;
+
+	acquire(f, "alice", "0000:04:00.2");
+	/* a loose lock file from an older version is tightened */
+	assert_int_equal(chmod(lock, 0644), 0);
+	acquire(f, "alice", "0000:04:00.2");
+	assert_int_equal(file_mode(lock), 0600);
+	/* a shared lock through a read-only fd blocks writers: not forever */
+	fd = open(lock, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_SH), 0);
+	sriov_state_lock_timeout_ms = 200;
+	alarm(10); /* an unbounded wait fails the test instead of hanging it */
+	start = monotonic_ns();
+	assert_int_equal(sriov_tenant_acquire(&f->ctx, "bob", NULL, &a), -ETIMEDOUT);
+	assert_true(monotonic_ns() - start >= 200000000ull);
+	alarm(0);
+	close(fd);
+	acquire(f, "bob", "0000:04:00.3");
+}
+
+/* Hostile content never reaches the parser, and nothing but a small
+ * regular file is read. */
+static void test_state_hostile_files(void **state)
+{
+	struct fixture *f = *state;
+	g_autofree char *dir = g_path_get_dirname(f->state_path);
+	g_autofree char *deep = g_malloc(100001);
+	g_autofree char *huge = NULL;
+	static const char quoted[] = "{\"version\":1,\"members\":[],\"functions\":[],"
+				     "\"x\":\"[[[[[[[[[[\\\"[[[[\"}";
+	struct sriov_pool *pool = NULL;
+
+	assert_int_equal(g_mkdir_with_parents(dir, 0755), 0);
+	memset(deep, '[', 100000);
+	deep[100000] = '\0';
+	assert_int_equal(sriov_state_parse(deep, 100000, &pool), -EBADMSG);
+	assert_true(g_file_set_contents(f->state_path, deep, -1, NULL));
+	assert_int_equal(sriov_pool_load(f->state_path, &pool), -EBADMSG);
+	/* brackets inside strings do not count */
+	assert_int_equal(sriov_state_parse(quoted, strlen(quoted), &pool), 0);
+	sriov_pool_free(pool);
+	pool = NULL;
+	/* over the size cap: refused without reading it all */
+	huge = g_malloc(5u << 20);
+	memset(huge, ' ', 5u << 20);
+	memcpy(huge, "{\"version\":1,\"members\":[],\"functions\":[]}", 42);
+	assert_true(g_file_set_contents(f->state_path, huge, 5u << 20, NULL));
+	assert_int_equal(sriov_pool_load(f->state_path, &pool), -EBADMSG);
+	/* a FIFO would block the reader forever */
+	assert_int_equal(unlink(f->state_path), 0);
+	assert_int_equal(mkfifo(f->state_path, 0600), 0);
+	alarm(10);
+	assert_int_equal(sriov_pool_load(f->state_path, &pool), -EBADMSG);
+	alarm(0);
+	assert_null(pool);
 }
 
 #define RACERS 16
@@ -607,6 +743,9 @@ int main(void)
 		T(test_state_roundtrip),
 		T(test_state_corrupt),
 		T(test_crash_before_rename),
+		T(test_state_no_symlinks),
+		T(test_state_lock_bounded),
+		T(test_state_hostile_files),
 		T(test_concurrent_assign),
 	};
 #undef T
