@@ -222,6 +222,7 @@ static int h_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
 	ret = vu_decode_mem_table(msg, &table);
 	if (ret < 0)
 		return ret;
+	fresh->poisoned = &dev->poisoned;
 	for (uint32_t i = 0; i < table.nregions; i++) {
 		ret = vu_mem_add(fresh, &table.regions[i], msg->fds[i]);
 		if (ret < 0) {

@@ -69,10 +69,9 @@ int vu_guard_install(void)
 
 int vu_guard_add(void *start, size_t len, volatile sig_atomic_t *poisoned)
 {
-	static volatile sig_atomic_t unowned;
-
+	/* Every mapping belongs to a connection that must learn of a fault. */
 	if (!poisoned)
-		poisoned = &unowned;
+		return -EINVAL;
 	if (used == VU_GUARD_MAX)
 		return -ENOSPC;
 	table[used++] = (struct guarded){ (uintptr_t)start, len, poisoned };
@@ -100,9 +99,11 @@ void *vu_map_shared(int fd, uint64_t offset, uint64_t len, volatile sig_atomic_t
 		    (off_t)(offset - skew));
 	if (base == MAP_FAILED)
 		return NULL;
-	if (vu_guard_add(base, len + skew, poisoned) < 0) {
+	int ret = vu_guard_add(base, len + skew, poisoned);
+
+	if (ret < 0) {
 		munmap(base, len + skew);
-		errno = ENOSPC;
+		errno = -ret;
 		return NULL;
 	}
 	*ret_map_len = len + skew;

@@ -1109,6 +1109,7 @@ static void test_log_set_rejects(void **state)
 static void test_mem_add_rejects(void **state)
 {
 	struct vu_mem *mem = calloc(1, sizeof(*mem));
+	static volatile sig_atomic_t poisoned;
 	int fd = make_memfd(0x40000), small = make_memfd(0x1000), pfd[2];
 	struct {
 		const char *name;
@@ -1131,6 +1132,8 @@ static void test_mem_add_rejects(void **state)
 
 	(void)state;
 	assert_non_null(mem);
+	/* As vu_dev_new() does: every mapping reports faults to its connection. */
+	mem->poisoned = &poisoned;
 	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
 	{
 		struct vu_mem_desc a = { 0x100000, 0x10000, 0x40000000, 0 };
