@@ -146,6 +146,9 @@ int cli_release(struct cli *cli, int argc, char **argv)
 	if (tenant && !sriov_tenant_valid(tenant))
 		return cli_usage_error(release_usage, "bad tenant name '%s'", tenant);
 	r = sriov_pool_release(&cli->ctx, tenant, device, function, &left);
+	if (r == -EBUSY && sriov_lease_held(&cli->ctx, function) > 0)
+		return cli_fail(cli, r, "%s is still in use by a running back end: stop it first "
+				"(nothing changed)", function);
 	if (r == -ENOENT)
 		return cli_fail(cli, r, "%s %s has no function assigned",
 				tenant ? "tenant" : "function", tenant ? tenant : device);
@@ -156,10 +159,12 @@ int cli_release(struct cli *cli, int argc, char **argv)
 
 static const char scrub_usage[] =
 	"Usage: vrdma-sriov scrub FUNCTION\n"
-	"Checks that no user process holds RDMA resources (contexts, PDs, MRs, CQs,\n"
-	"QPs) on the function's RDMA device, then gives it a fresh random MAC (or\n"
-	"node and port GUIDs) and resets link state, trust and spoof checking.  A\n"
-	"released function becomes free when this succeeds.\n";
+	"Retries the scrub of a released (dirty) pool function; anything else is\n"
+	"refused.  Checks that no back end holds it and no user process holds RDMA\n"
+	"resources (contexts, PDs, MRs, CQs, QPs) on its RDMA device, then gives it\n"
+	"a fresh random MAC (or node and port GUIDs) and resets link state, trust\n"
+	"and spoof checking (not VLAN, QoS or rate).  It becomes free when this\n"
+	"succeeds.\n";
 
 int cli_scrub(struct cli *cli, int argc, char **argv)
 {
@@ -180,6 +185,11 @@ int cli_scrub(struct cli *cli, int argc, char **argv)
 		return cli_fail(cli, r, "no function '%s'", argv[optind]);
 	if (r == -EPERM)
 		return cli_fail(cli, r, "%s is assigned: release it first", argv[optind]);
+	if (r == -EINVAL)
+		return cli_fail(cli, r, "%s is not waiting for a scrub: only released pool "
+				"functions are scrubbed", argv[optind]);
+	if (r == -EBUSY && sriov_lease_held(&cli->ctx, argv[optind]) > 0)
+		return cli_fail(cli, r, "%s is still in use by a running back end", argv[optind]);
 	return release_result(cli, r, argv[optind], &left);
 }
 
@@ -187,7 +197,8 @@ static const char pool_usage[] =
 	"Usage: vrdma-sriov pool add|remove FUNCTION\n"
 	"VFs with an RDMA device are pool members by themselves.  'add' makes any\n"
 	"other RDMA device assignable (an rxe device standing in for a VF, a whole\n"
-	"PCI function); 'remove' undoes it (not while assigned or dirty).\n";
+	"PCI function with an Ethernet netdev; never a PF); 'remove' undoes it (not\n"
+	"while assigned or dirty).\n";
 
 int cli_pool(struct cli *cli, int argc, char **argv)
 {
@@ -212,7 +223,14 @@ int cli_pool(struct cli *cli, int argc, char **argv)
 	if (r == -ENODEV)
 		return cli_fail(cli, r, "%s has no RDMA device", argv[optind + 1]);
 	if (r == -EBUSY)
-		return cli_fail(cli, r, "%s is assigned or waiting for its scrub",
+		return cli_fail(cli, r, "%s is assigned, waiting for its scrub, or in use by a "
+				"running back end", argv[optind + 1]);
+	if (r == -EINVAL)
+		return cli_fail(cli, r, "%s is a PF (the host's NIC): its VFs are the pool",
+				argv[optind + 1]);
+	if (r == -EOPNOTSUPP)
+		return cli_fail(cli, r, "%s has no identity a scrub could reset (no netdev, or "
+				"InfiniBand): it could never be handed to a second tenant",
 				argv[optind + 1]);
 	if (r < 0)
 		return state_error(cli, r, add ? "pool add" : "pool remove");

@@ -340,6 +340,10 @@ const struct sriov_fn *sriov_scan_find(const struct sriov_scan *scan, const char
 	char pci[SRIOV_PCI_LEN];
 	bool is_pci = sriov_pci_normalize(id, pci) == 0;
 
+	/* "" would match every function without an RDMA device. */
+	if (!is_pci && (!id || !sriov_name_valid(id)))
+		return NULL;
+
 	for (size_t i = 0; i < scan->n; i++) {
 		const struct sriov_fn *fn = &scan->fns[i];
 

@@ -8,8 +8,10 @@
  * scrub starts, so a crash during the scrub cannot free it either.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +42,38 @@ static int txn_begin(const struct sriov_ctx *ctx, struct txn *t)
 	if (r == 0)
 		r = sriov_scan(ctx->sysfs_root, &t->scan);
 	return r;
+}
+
+/* ---- leases: a running back end's flock on its function ---- */
+
+static char *lease_path(const struct sriov_ctx *ctx, const char *function)
+{
+	return g_strconcat(ctx->state_path, ".lease.", function, NULL);
+}
+
+int sriov_lease_held(const struct sriov_ctx *ctx, const char *function)
+{
+	g_autofree char *path = NULL;
+	_cleanup_(closep) int fd = -1;
+
+	if (!sriov_function_key_valid(function))
+		return -EINVAL;
+	path = lease_path(ctx, function);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	/* Closing @fd drops this probe's lock at once. */
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return 0;
+	return errno == EWOULDBLOCK ? 1 : -errno;
+}
+
+/* -EBUSY while a back end holds @function. */
+static int check_no_lease(const struct sriov_ctx *ctx, const char *function)
+{
+	int r = sriov_lease_held(ctx, function);
+
+	return r > 0 ? -EBUSY : r;
 }
 
 static bool is_candidate(const struct sriov_pool *pool, const struct sriov_fn *fn)
@@ -129,7 +163,7 @@ static int acquire(const struct sriov_ctx *ctx, struct txn *t, const char *tenan
 		const struct sriov_fn *fn = &t->scan->fns[i];
 
 		if (!is_candidate(t->pool, fn) || sriov_pool_find_record(t->pool, fn->id) ||
-		    !matches(fn, filter))
+		    !matches(fn, filter) || check_no_lease(ctx, fn->id) < 0)
 			continue;
 		r = record_assigned(ctx, t, fn->id, tenant);
 		if (r < 0)
@@ -160,6 +194,7 @@ static int claim(const struct sriov_ctx *ctx, struct txn *t, const char *tenant,
 {
 	const struct sriov_fn *fn = sriov_scan_find(t->scan, device);
 	const struct sriov_record *rec;
+	int r;
 
 	if (!fn)
 		return -ENOENT;
@@ -170,10 +205,25 @@ static int claim(const struct sriov_ctx *ctx, struct txn *t, const char *tenant,
 		return -EPERM;
 	if (fn->status < 0)
 		return fn->status;
-	if (rec || !tenant || !is_candidate(t->pool, fn)) {
-		fill_assignment(fn, rec ? rec->tenant : NULL, false, ret);
+	if (rec) {
+		fill_assignment(fn, rec->tenant, false, ret);
 		return 0;
 	}
+	if (!is_candidate(t->pool, fn)) {
+		/* Outside the pool nothing records a tenant, so nothing could
+		 * keep the function from a second tenant: only an untenanted
+		 * (operator's) back end may use it. */
+		if (tenant)
+			return -EXDEV;
+		fill_assignment(fn, NULL, false, ret);
+		return 0;
+	}
+	/* A free pool member: unrecorded, it would be handed out again. */
+	if (!tenant)
+		return -EPERM;
+	r = check_no_lease(ctx, fn->id);
+	if (r < 0)
+		return r;
 	/* One function per tenant: a second one is a configuration mistake. */
 	if (tenant_record(t->pool, tenant, SRIOV_POOL_ASSIGNED))
 		return -EEXIST;
@@ -187,11 +237,60 @@ int sriov_tenant_claim(const struct sriov_ctx *ctx, const char *tenant, const ch
 	struct txn t;
 	int r;
 
-	if ((tenant && !sriov_tenant_valid(tenant)) || !device)
+	if ((tenant && !sriov_tenant_valid(tenant)) || !device ||
+	    !(sriov_pci_valid(device) || sriov_name_valid(device)))
 		return -EINVAL;
 	r = txn_begin(ctx, &t);
 	if (r == 0)
 		r = claim(ctx, &t, tenant, device, ret);
+	txn_end(&t);
+	return r;
+}
+
+/* Does the pool still say what @a says? */
+static bool still_holds(const struct txn *t, const struct sriov_assignment *a)
+{
+	const struct sriov_fn *fn = sriov_scan_find(t->scan, a->function);
+	const struct sriov_record *rec;
+
+	if (!fn || strcmp(fn->id, a->function))
+		return false;
+	rec = sriov_pool_find_record(t->pool, fn->id);
+	if (!a->tenant[0])
+		return !rec && !is_candidate(t->pool, fn);
+	return rec && rec->state == SRIOV_POOL_ASSIGNED && !strcmp(rec->tenant, a->tenant);
+}
+
+static int lease_take(const struct sriov_ctx *ctx, struct txn *t,
+		      const struct sriov_assignment *a, int *ret_fd)
+{
+	g_autofree char *path = lease_path(ctx, a->function);
+	_cleanup_(closep) int fd = -1;
+
+	if (!still_holds(t, a))
+		return -ESTALE;
+	fd = sriov_open_private(path, O_RDWR);
+	if (fd < 0)
+		return fd;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	*ret_fd = steal_fd(&fd);
+	return 0;
+}
+
+int sriov_lease_take(const struct sriov_ctx *ctx, const struct sriov_assignment *a, int *ret_fd)
+{
+	struct txn t;
+	int r;
+
+	*ret_fd = -1;
+	if (!sriov_function_key_valid(a->function) || (a->tenant[0] && !sriov_tenant_valid(a->tenant)))
+		return -EINVAL;
+	/* Under the pool lock, like every check of a lease: a release either
+	 * ran before (and the check fails) or sees the lease. */
+	r = txn_begin(ctx, &t);
+	if (r == 0)
+		r = lease_take(ctx, &t, a, ret_fd);
 	txn_end(&t);
 	return r;
 }
@@ -214,6 +313,9 @@ static int scrub_and_free(const struct sriov_ctx *ctx, struct txn *t, const char
 
 	if (!fn)
 		return -ENODEV; /* stays dirty: we cannot prove it is clean */
+	r = check_no_lease(ctx, function);
+	if (r < 0)
+		return r;
 	r = sriov_scrub(ctx, fn, ret_left);
 	if (r < 0)
 		return r;
@@ -256,6 +358,10 @@ static int release(const struct sriov_ctx *ctx, struct txn *t, const char *tenan
 	snprintf(function, sizeof(function), "%s", rec->function);
 	if (ret_function)
 		snprintf(ret_function, SRIOV_NAME_LEN, "%s", function);
+	/* The tenant's back end still runs: it stays assigned. */
+	r = check_no_lease(ctx, function);
+	if (r < 0)
+		return r;
 	if (rec->state == SRIOV_POOL_ASSIGNED) {
 		rec->state = SRIOV_POOL_DIRTY;
 		rec->since = (int64_t)time(NULL);
@@ -295,9 +401,11 @@ static int scrub_cmd(const struct sriov_ctx *ctx, struct txn *t, const char *dev
 	rec = sriov_pool_find_record(t->pool, fn->id);
 	if (rec && rec->state == SRIOV_POOL_ASSIGNED)
 		return -EPERM; /* scrubbing would pull it from under its tenant */
-	if (rec)
-		return scrub_and_free(ctx, t, fn->id, ret_left);
-	return sriov_scrub(ctx, fn, ret_left);
+	/* Only a released function is scrubbed: anything else may be a host
+	 * NIC (a PF) whose MAC is not ours to change. */
+	if (!rec)
+		return -EINVAL;
+	return scrub_and_free(ctx, t, fn->id, ret_left);
 }
 
 int sriov_pool_scrub(const struct sriov_ctx *ctx, const char *device,
@@ -321,6 +429,7 @@ int sriov_pool_scrub(const struct sriov_ctx *ctx, const char *device,
 static int add_member(const struct sriov_ctx *ctx, struct txn *t, const char *device)
 {
 	const struct sriov_fn *fn = sriov_scan_find(t->scan, device);
+	int r;
 
 	if (!fn)
 		return -ENOENT;
@@ -328,8 +437,16 @@ static int add_member(const struct sriov_ctx *ctx, struct txn *t, const char *de
 		return fn->status;
 	if (!fn->ibdev[0])
 		return -ENODEV; /* nothing a tenant could use */
+	if (fn->kind == SRIOV_PF)
+		return -EINVAL; /* the host's NIC: its VFs are the pool */
 	if (fn->kind == SRIOV_VF || sriov_pool_is_member(t->pool, fn->id))
 		return 0;
+	if (!sriov_scrub_possible(fn))
+		return -EOPNOTSUPP; /* it could never leave "dirty" */
+	/* An untenanted back end uses it: a tenant must not get it too. */
+	r = check_no_lease(ctx, fn->id);
+	if (r < 0)
+		return r;
 	g_ptr_array_add(t->pool->members, g_strdup(fn->id));
 	return sriov_state_save(ctx->state_path, t->pool);
 }

@@ -49,14 +49,21 @@ static int reset_vf(const struct sriov_ctx *ctx, const struct sriov_fn *fn)
 	return r;
 }
 
+bool sriov_scrub_possible(const struct sriov_fn *fn)
+{
+	/* A VF's identity is set through its PF.  Anything else has only its
+	 * netdev's MAC; IPoIB's address is the port's GID, not settable. */
+	return fn->kind == SRIOV_VF || (fn->netdev[0] && !fn->infiniband);
+}
+
 static int reset_netdev(const struct sriov_ctx *ctx, const struct sriov_fn *fn)
 {
 	uint8_t mac[6];
 	int ifindex, r;
 
-	/* Nothing carries an address (IPoIB's is the port's GID). */
-	if (!fn->netdev[0] || fn->infiniband)
-		return 0;
+	/* Nothing could be changed: "scrubbed" would be a lie. */
+	if (!sriov_scrub_possible(fn))
+		return -EOPNOTSUPP;
 	r = sriov_netdev_ifindex(ctx->sysfs_root, fn->netdev, &ifindex);
 	if (r < 0)
 		return r;

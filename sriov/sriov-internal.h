@@ -70,6 +70,9 @@ extern void (*sriov_state_before_rename)(const char *tmp_path);
 /* Tests only: how long sriov_state_lock() waits (default 10 s). */
 extern unsigned sriov_state_lock_timeout_ms;
 
+/* scrub.c: whether sriov_scrub() has an identity to change on @fn. */
+bool sriov_scrub_possible(const struct sriov_fn *fn);
+
 struct sriov_record *sriov_pool_find_record(const struct sriov_pool *pool, const char *function);
 bool sriov_pool_is_member(const struct sriov_pool *pool, const char *function);
 

@@ -19,6 +19,7 @@
  *   -EBADMSG  sysfs or state-file content is malformed (never trusted)
  *   -EBUSY    the function is in use: VFs enabled, RDMA resources left
  *   -EPERM    the function belongs to another tenant
+ *   -EXDEV    a tenant named a function outside the pool
  *   -ENOSPC   no free function matches
  *   -ENXIO    no driver is bound to the PF
  */
@@ -191,14 +192,30 @@ int sriov_tenant_acquire(const struct sriov_ctx *ctx, const char *tenant,
 
 /*
  * For the back end's explicit --vf PCI / --ibdev NAME (@device is either).
- * -EPERM if it belongs to a tenant other than @tenant (or to any tenant when
- * @tenant is NULL), -EBUSY if it is waiting to be scrubbed.  When @tenant is
- * given and the function is a free pool member it is recorded for @tenant.
- * A function outside the pool (a PF, an rxe device nobody added) is returned
- * as is, unrecorded.  -ENOENT if sysfs does not have it.
+ * A pool function is only ever used by its recorded tenant: -EPERM if it
+ * belongs to a tenant other than @tenant, or if @tenant is NULL (an
+ * unrecorded user would share it with the next tenant); -EBUSY if it is
+ * waiting to be scrubbed or a back end holds its lease.  A free one is
+ * recorded for @tenant.  A function outside the pool (a PF, an rxe device
+ * nobody added) is returned unrecorded to an untenanted caller and refused
+ * (-EXDEV) to a tenant.  -ENOENT if sysfs does not have it.
  */
 int sriov_tenant_claim(const struct sriov_ctx *ctx, const char *tenant, const char *device,
 		       struct sriov_assignment *ret);
+
+/*
+ * A running back end's hold on its function: an exclusive flock on the 0600
+ * file <state_path>.lease.<function>, kept for the back end's whole life
+ * (it ends when *@ret_fd is closed, or the process exits).  Taken under the
+ * pool lock after checking that the pool still says what @a (from
+ * sriov_tenant_acquire/claim) says: -ESTALE if it changed since, -EBUSY if
+ * another back end holds the lease.  While it is held the function is never
+ * handed out, and sriov_pool_release() and sriov_pool_scrub() refuse it
+ * with -EBUSY (the tenant's record stays as it is).
+ */
+int sriov_lease_take(const struct sriov_ctx *ctx, const struct sriov_assignment *a, int *ret_fd);
+/* 1 if a back end holds the lease of @function, else 0 (or -errno). */
+int sriov_lease_held(const struct sriov_ctx *ctx, const char *function);
 
 /* Pool state of one function, for listings. */
 enum sriov_pool_state {
@@ -225,7 +242,9 @@ void sriov_pool_free(struct sriov_pool *pool);
 void sriov_pool_lookup(const struct sriov_pool *pool, const struct sriov_fn *fn,
 		       struct sriov_pool_entry *ret);
 
-/* Makes a non-VF function (rxe device, plain PCI function) a pool member. */
+/* Makes a non-VF function (rxe device, plain PCI function) a pool member:
+ * -EINVAL for a PF (the host's NIC), -EOPNOTSUPP for one the scrub could not
+ * give a new identity (no netdev, or InfiniBand), -EBUSY while leased. */
 int sriov_pool_add(const struct sriov_ctx *ctx, const char *device);
 /* Removes an explicit member; -EBUSY while assigned or dirty. */
 int sriov_pool_remove(const struct sriov_ctx *ctx, const char *device);
@@ -233,13 +252,15 @@ int sriov_pool_remove(const struct sriov_ctx *ctx, const char *device);
 /*
  * Ends a tenant's use of a function (by tenant, or by @device when @tenant
  * is NULL): the function becomes dirty, then is scrubbed (sriov_scrub).
- * -EBUSY, and the function stays dirty, while RDMA resources of user
- * processes remain on it (*ret_left says how many of each), or the reset
- * failed: retry with sriov_pool_scrub().
+ * -EBUSY, with nothing changed, while a back end holds its lease
+ * (sriov_lease_held() tells).  -EBUSY, and the function stays dirty, while
+ * RDMA resources of user processes remain on it (*ret_left says how many of
+ * each), or the reset failed: retry with sriov_pool_scrub().
  */
 int sriov_pool_release(const struct sriov_ctx *ctx, const char *tenant, const char *device,
 		       char ret_function[SRIOV_NAME_LEN], struct sriov_res_count *ret_left);
-/* Scrubs a dirty function again and frees it on success. */
+/* Scrubs a dirty function again and frees it on success; -EINVAL for a
+ * function that is not dirty, -EPERM for an assigned one. */
 int sriov_pool_scrub(const struct sriov_ctx *ctx, const char *device,
 		     struct sriov_res_count *ret_left);
 
@@ -255,6 +276,8 @@ int sriov_pool_set_num_vfs(const struct sriov_ctx *ctx, const char *pf, unsigned
  * device, then gives it a fresh random MAC (Ethernet) or node and port GUIDs
  * (InfiniBand) and resets link state (auto), trust (off) and spoof checking
  * (on) through its PF.  A soft device gets a fresh MAC on its netdev.
+ * -EOPNOTSUPP when there is no identity to change (no netdev, or a non-VF
+ * InfiniBand device).  VLAN, QoS and rate limits are not reset.
  */
 int sriov_scrub(const struct sriov_ctx *ctx, const struct sriov_fn *fn,
 		struct sriov_res_count *ret_left);

@@ -273,13 +273,99 @@ static void test_claim(void **state)
 	assert_int_equal(sriov_tenant_claim(&f->ctx, "alice", "0000:04:00.2", &a), -EEXIST);
 	/* acquire returns the claimed one */
 	acquire(f, "alice", "0000:05:00.3");
-	/* outside the pool: returned, not recorded */
-	assert_int_equal(sriov_tenant_claim(&f->ctx, "bob", PF_A, &a), 0);
+	/* outside the pool: an untenanted back end gets it unrecorded; a
+	 * tenant does not, since nothing would keep it from the next one */
+	assert_int_equal(sriov_tenant_claim(&f->ctx, NULL, PF_A, &a), 0);
 	assert_false(a.new);
+	assert_string_equal(a.tenant, "");
+	assert_int_equal(sriov_tenant_claim(&f->ctx, "bob", PF_A, &a), -EXDEV);
+	assert_int_equal(sriov_tenant_claim(&f->ctx, "bob", "rxe0", &a), -EXDEV);
 	assert_int_equal(pool_state(f, PF_A, NULL), SRIOV_POOL_NONE);
-	assert_int_equal(sriov_tenant_claim(&f->ctx, NULL, "0000:04:00.2", &a), 0);
+	/* a free pool member is never used unrecorded: bob would get it next */
+	assert_int_equal(sriov_tenant_claim(&f->ctx, NULL, "0000:04:00.2", &a), -EPERM);
+	assert_int_equal(sriov_tenant_claim(&f->ctx, NULL, "mlxb_vf0", &a), -EPERM);
 	assert_int_equal(pool_state(f, "0000:04:00.2", NULL), SRIOV_POOL_FREE);
+	acquire(f, "bob", "0000:04:00.2");
 	assert_int_equal(sriov_tenant_claim(&f->ctx, "bob", "0000:09:00.0", &a), -ENOENT);
+	/* an empty or bogus name matches nothing (functions without an ibdev) */
+	assert_int_equal(sriov_tenant_claim(&f->ctx, NULL, "", &a), -EINVAL);
+	assert_int_equal(sriov_tenant_claim(&f->ctx, NULL, "a/b", &a), -EINVAL);
+}
+
+static int lease_file_mode(const struct fixture *f, const char *function)
+{
+	g_autofree char *path = g_strconcat(f->state_path, ".lease.", function, NULL);
+	struct stat st;
+
+	assert_int_equal(lstat(path, &st), 0);
+	return (int)(st.st_mode & 07777);
+}
+
+/* A running back end's lease keeps its function from release and scrub. */
+static void test_lease(void **state)
+{
+	struct fixture *f = *state;
+	struct sriov_assignment a, b;
+	char tenant[SRIOV_TENANT_LEN];
+	int fd, fd2;
+
+	assert_int_equal(sriov_tenant_claim(&f->ctx, "alice", "0000:04:00.2", &a), 0);
+	assert_int_equal(sriov_lease_held(&f->ctx, "0000:04:00.2"), 0);
+	assert_int_equal(sriov_lease_take(&f->ctx, &a, &fd), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(lease_file_mode(f, "0000:04:00.2"), 0600);
+	assert_int_equal(sriov_lease_held(&f->ctx, "0000:04:00.2"), 1);
+	/* a second back end for the same function */
+	assert_int_equal(sriov_lease_take(&f->ctx, &a, &fd2), -EBUSY);
+	assert_int_equal(fd2, -1);
+	/* release and scrub refused, and nothing changed */
+	assert_int_equal(sriov_pool_release(&f->ctx, "alice", NULL, NULL, NULL), -EBUSY);
+	assert_int_equal(sriov_pool_release(&f->ctx, NULL, "mlxb_vf0", NULL, NULL), -EBUSY);
+	assert_int_equal(pool_state(f, "0000:04:00.2", tenant), SRIOV_POOL_ASSIGNED);
+	assert_string_equal(tenant, "alice");
+	assert_int_equal(f->routes->len, 0);
+	/* the back end exits */
+	close(fd);
+	assert_int_equal(sriov_lease_held(&f->ctx, "0000:04:00.2"), 0);
+	assert_int_equal(sriov_pool_release(&f->ctx, "alice", NULL, NULL, NULL), 0);
+	assert_int_equal(pool_state(f, "0000:04:00.2", NULL), SRIOV_POOL_FREE);
+	/* a lease on what the pool no longer says is stale */
+	assert_int_equal(sriov_lease_take(&f->ctx, &a, &fd), -ESTALE);
+	/* an untenanted back end on a function outside the pool: a second one
+	 * fails, and the function cannot join the pool under it */
+	assert_int_equal(sriov_tenant_claim(&f->ctx, NULL, "rxe0", &b), 0);
+	assert_int_equal(sriov_lease_take(&f->ctx, &b, &fd), 0);
+	assert_int_equal(sriov_lease_take(&f->ctx, &b, &fd2), -EBUSY);
+	assert_int_equal(sriov_pool_add(&f->ctx, "rxe0"), -EBUSY);
+	close(fd);
+	assert_int_equal(sriov_pool_add(&f->ctx, "rxe0"), 0);
+	/* now a pool member: the untenanted assignment is stale */
+	assert_int_equal(sriov_lease_take(&f->ctx, &b, &fd), -ESTALE);
+}
+
+/* A function some back end holds is never handed out, even if free. */
+static void test_leased_never_handed_out(void **state)
+{
+	struct fixture *f = *state;
+	g_autofree char *dir = g_path_get_dirname(f->state_path);
+	g_autofree char *path = g_strconcat(f->state_path, ".lease.0000:04:00.2", NULL);
+	g_autofree char *planted = g_strconcat(f->state_path, ".lease.0000:05:00.2", NULL);
+	struct sriov_assignment a;
+	int fd;
+
+	assert_int_equal(g_mkdir_with_parents(dir, 0755), 0);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_EX), 0);
+	acquire(f, "alice", "0000:04:00.3");
+	assert_int_equal(sriov_tenant_claim(&f->ctx, "bob", "0000:04:00.2", &a), -EBUSY);
+	close(fd);
+	acquire(f, "bob", "0000:04:00.2");
+	/* a symlink planted as a lease file is not followed */
+	assert_int_equal(sriov_tenant_claim(&f->ctx, "carol", "0000:05:00.2", &a), 0);
+	assert_int_equal(symlink("/dev/null", planted), 0);
+	assert_int_equal(sriov_lease_take(&f->ctx, &a, &fd), -ELOOP);
+	assert_int_equal(sriov_tenant_claim(&f->ctx, "dave", "0000:05:00.3", &a), 0);
 }
 
 /* ---- release and scrub ---- */
@@ -419,6 +505,46 @@ static void test_scrub_failure_keeps_dirty(void **state)
 	/* an assigned function is not scrubbed from under its tenant */
 	acquire(f, "bob", "0000:04:00.2");
 	assert_int_equal(sriov_pool_scrub(&f->ctx, "0000:04:00.2", NULL), -EPERM);
+}
+
+/* Only released functions are scrubbed: never a PF (the host's NIC). */
+static void test_scrub_only_dirty(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(sriov_pool_scrub(&f->ctx, PF_A, NULL), -EINVAL);
+	assert_int_equal(sriov_pool_scrub(&f->ctx, "rxe0", NULL), -EINVAL);
+	assert_int_equal(sriov_pool_scrub(&f->ctx, "0000:04:00.2", NULL), -EINVAL);
+	assert_int_equal(f->routes->len, 0);
+	assert_int_equal(sriov_pool_add(&f->ctx, PF_A), -EINVAL);
+	assert_int_equal(pool_state(f, PF_A, NULL), SRIOV_POOL_NONE);
+}
+
+/* Nothing to give a new identity: never reported as scrubbed. */
+static void test_scrub_without_identity(void **state)
+{
+	struct fixture *f = *state;
+	const struct sriov_fn soft = { .kind = SRIOV_SOFT, .id = "rxe0", .ibdev = "rxe0",
+				       .vf_index = -1 };
+	const struct sriov_fn plain_ib = { .kind = SRIOV_PLAIN, .id = "0000:07:00.0",
+					   .pci = "0000:07:00.0", .netdev = "ib0",
+					   .infiniband = true, .vf_index = -1 };
+	char tenant[SRIOV_TENANT_LEN];
+
+	assert_int_equal(sriov_scrub(&f->ctx, &soft, NULL), -EOPNOTSUPP);
+	assert_int_equal(sriov_scrub(&f->ctx, &plain_ib, NULL), -EOPNOTSUPP);
+	/* such a device cannot join the pool ... */
+	fake_ibdev(f->root, "siw0", NULL, NULL, false, 8);
+	assert_int_equal(sriov_pool_add(&f->ctx, "siw0"), -EOPNOTSUPP);
+	/* ... and a member that lost its netdev stays dirty */
+	assert_int_equal(sriov_pool_add(&f->ctx, "rxe0"), 0);
+	assert_int_equal(sriov_tenant_claim(&f->ctx, "alice", "rxe0", &(struct sriov_assignment){ 0 }),
+			 0);
+	fake_remove(f->root, "class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0");
+	assert_int_equal(sriov_pool_release(&f->ctx, "alice", NULL, NULL, NULL), -EOPNOTSUPP);
+	assert_int_equal(pool_state(f, "rxe0", tenant), SRIOV_POOL_DIRTY);
+	assert_string_equal(tenant, "alice");
+	assert_int_equal(f->routes->len, 0);
 }
 
 static void test_num_vfs_guarded(void **state)
@@ -734,11 +860,15 @@ int main(void)
 		T(test_broken_vf_never_assigned),
 		T(test_soft_member),
 		T(test_claim),
+		T(test_lease),
+		T(test_leased_never_handed_out),
 		T(test_release_refused_while_resources_left),
 		T(test_scrub_resets_settings),
 		T(test_scrub_infiniband_vf),
 		T(test_scrub_soft_device_mac),
 		T(test_scrub_failure_keeps_dirty),
+		T(test_scrub_only_dirty),
+		T(test_scrub_without_identity),
 		T(test_num_vfs_guarded),
 		T(test_state_roundtrip),
 		T(test_state_corrupt),
