@@ -42,6 +42,7 @@ struct daemon {
 	guint accept_retry; /* listening paused: out of fds */
 	unsigned int next_id;
 	struct sriov_assignment function; /* the tenant's VF, when one was asked for */
+	int lease_fd; /* held until exit: the pool does not release the VF under us */
 };
 
 struct conn {
@@ -395,11 +396,35 @@ static int check_usage(const struct options *o)
 	return 0;
 }
 
+static void log_pool_error(const struct options *o, const char *device, int ret)
+{
+	if (ret == -EPERM && o->tenant)
+		log_error("%s belongs to another tenant", device);
+	else if (ret == -EPERM)
+		log_error("%s is in the SR-IOV pool: only its tenant may use it (give --tenant)",
+			  device);
+	else if (ret == -EXDEV)
+		log_error("%s is not in the SR-IOV pool: a tenant gets only pool functions "
+			  "(a VF, or 'vrdma-sriov pool add')", device);
+	else if (ret == -EBUSY)
+		log_error("%s waits to be scrubbed after its last tenant, or another back end "
+			  "uses it", device);
+	else if (ret == -EEXIST)
+		log_error("tenant %s already holds another function", o->tenant);
+	else if (ret == -ENOSPC)
+		log_error("no free function in the SR-IOV pool for tenant %s", o->tenant);
+	else
+		log_error("%s: %s", device ? device : "SR-IOV pool", strerror(-ret));
+}
+
 /*
  * The tenant's RDMA function, from the SR-IOV pool: the device the guest's
- * resources will live on.  Another tenant's function is never accepted.
+ * resources will live on.  Another tenant's function is never accepted.  The
+ * lease on it is held until exit, so that the pool refuses to release and
+ * scrub it while this back end (and the guest's resources) still run.
  */
-static int resolve_function(const struct options *o, struct sriov_assignment *ret_fn)
+static int resolve_function(const struct options *o, struct sriov_assignment *ret_fn,
+			    int *ret_lease_fd)
 {
 	const struct sriov_ctx ctx = {
 		.sysfs_root = o->sysfs_root ? o->sysfs_root : "/sys",
@@ -413,16 +438,20 @@ static int resolve_function(const struct options *o, struct sriov_assignment *re
 		ret = sriov_tenant_claim(&ctx, o->tenant, device, ret_fn);
 	else
 		ret = sriov_tenant_acquire(&ctx, o->tenant, NULL, ret_fn);
-	if (ret == -EPERM)
-		log_error("%s belongs to another tenant", device);
-	else if (ret == -EBUSY)
-		log_error("%s waits to be scrubbed after its last tenant", device);
-	else if (ret == -EEXIST)
-		log_error("tenant %s already holds another function", o->tenant);
-	else if (ret == -ENOSPC)
-		log_error("no free function in the SR-IOV pool for tenant %s", o->tenant);
+	if (ret < 0) {
+		log_pool_error(o, device, ret);
+		return ret;
+	}
+	ret = sriov_lease_take(&ctx, ret_fn, ret_lease_fd);
+	if (ret == -EBUSY)
+		log_error("function %s is already served by another running back end",
+			  ret_fn->function);
+	else if (ret == -ESTALE)
+		log_error("function %s changed in the SR-IOV pool while starting (released?)",
+			  ret_fn->function);
 	else if (ret < 0)
-		log_error("%s: %s", device ? device : "SR-IOV pool", strerror(-ret));
+		log_error("function %s: cannot take its lease: %s", ret_fn->function,
+			  strerror(-ret));
 	return ret;
 }
 
@@ -437,7 +466,7 @@ static int run(struct daemon *d, const struct options *o)
 	int ret;
 
 	if (o->tenant || o->vf || o->ibdev) {
-		if (resolve_function(o, &d->function) < 0)
+		if (resolve_function(o, &d->function, &d->lease_fd) < 0)
 			return EXIT_SETUP;
 		log_info("tenant %s: function %s (rdma %s, %s)%s",
 			 o->tenant ? o->tenant : "-", d->function.function,
@@ -493,6 +522,9 @@ static void daemon_cleanup(struct daemon *d)
 		unlink(d->socket_path);
 	if (d->shared)
 		d->type->close(d->shared);
+	/* Last: the function is released only once nothing of ours uses it. */
+	if (d->lease_fd >= 0)
+		close(d->lease_fd);
 	g_main_loop_unref(d->loop);
 }
 
@@ -512,7 +544,7 @@ static void options_clear(struct options *o)
 int main(int argc, char **argv)
 {
 	_cleanup_(options_clear) struct options o = { 0 };
-	struct daemon d = { .listen_fd = -1 };
+	struct daemon d = { .listen_fd = -1, .lease_fd = -1 };
 	int rc;
 
 	log_init("vrdma-vhost", LOG_LVL_INFO);
