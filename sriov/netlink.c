@@ -60,10 +60,13 @@ static int kernel_transact(void *opaque, int protocol, struct nl_msg *req,
 	nl_socket_disable_auto_ack(sk);
 	r = nl_connect(sk, protocol);
 	if (r < 0) {
-		/* libnl hides the errno; the usual reason is a kernel without
-		 * that protocol (NETLINK_RDMA without CONFIG_INFINIBAND). */
+		/* libnl hides the errno; for NETLINK_RDMA the usual reason is a
+		 * kernel without CONFIG_INFINIBAND.  Every kernel has
+		 * NETLINK_ROUTE: a failure there is not "no RDMA netlink". */
 		nl_socket_free(sk);
-		return r == -NLE_NOMEM ? -ENOMEM : -EPROTONOSUPPORT;
+		if (r == -NLE_NOMEM)
+			return -ENOMEM;
+		return protocol == NETLINK_ROUTE ? -EIO : -EPROTONOSUPPORT;
 	}
 	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, on_valid, &st);
 	nl_socket_modify_err_cb(sk, NL_CB_CUSTOM, on_error, &st);

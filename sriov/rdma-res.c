@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * "Is anything of the old tenant left on this device?", asked the RDMA
- * netlink (NETLINK_RDMA, nldev): one resource dump per type, counting the
- * entries that carry a PID.  Kernel-owned entries (the GSI QP and its PD and
- * CQs, which every device has) carry a kernel name instead, so they are not
- * counted: what remains is exactly what user processes hold open.
+ * netlink (NETLINK_RDMA, nldev): one resource dump per type, counting every
+ * entry that does not carry a kernel name.  Kernel-owned entries (the GSI QP
+ * and its PD and CQs, which every device has) carry one; user entries carry
+ * a PID, except when their creating task was reaped (objects can outlive it,
+ * e.g. through a passed uverbs fd) or lives in a PID namespace hidden from
+ * us, so "has a PID" would miss exactly those.
  */
 #include <errno.h>
 #include <netlink/netlink.h>
@@ -94,7 +96,7 @@ static int on_res(struct nl_msg *msg, void *arg)
 	nla_for_each_nested(entry, table, rem) {
 		if (nla_type(entry) != d->type->entry)
 			continue;
-		if (nla_find(nla_data(entry), nla_len(entry), RDMA_NLDEV_ATTR_RES_PID))
+		if (!nla_find(nla_data(entry), nla_len(entry), RDMA_NLDEV_ATTR_RES_KERN_NAME))
 			d->count++;
 	}
 	return 0;

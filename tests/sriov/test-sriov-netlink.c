@@ -33,6 +33,7 @@ struct fake_nl {
 	int fail_err;
 	unsigned user[5];    /* user-owned entries per resource dump (ctx pd mr cq qp) */
 	unsigned kernel[5];  /* kernel-owned entries */
+	unsigned orphan[5];  /* user entries whose creator was reaped: no PID */
 	uint32_t reply_index; /* device index the resource replies claim */
 };
 
@@ -273,6 +274,11 @@ static int reply_resources(struct fake_nl *f, int k,
 			nla_put_string(m, RDMA_NLDEV_ATTR_RES_KERN_NAME, "ib_core");
 			nla_nest_end(m, e);
 		}
+		for (unsigned i = 0; part == 1 && i < f->orphan[k]; i++) {
+			e = nla_nest_start(m, res_cmds[k].entry);
+			nla_put_u32(m, RDMA_NLDEV_ATTR_RES_LQPN, 100 + i);
+			nla_nest_end(m, e);
+		}
 		nla_nest_end(m, table);
 		r = on_reply(m, arg);
 		nlmsg_free(m);
@@ -352,6 +358,24 @@ static void test_rdma_kernel_only_is_clean(void **state)
 	assert_int_equal(c.ctx + c.pd + c.mr + c.cq + c.qp, 0);
 }
 
+/* The kernel omits the PID of an object whose creating task is gone (or
+ * hidden in another PID namespace): still a user's, still counted. */
+static void test_rdma_counts_orphans(void **state)
+{
+	struct fake_nl *f = *state;
+	const struct sriov_nl_ops ops = { fake_transact, f };
+	struct sriov_res_count c;
+
+	memcpy(f->kernel, (unsigned[]){ 0, 1, 0, 2, 1 }, sizeof(f->kernel));
+	memcpy(f->orphan, (unsigned[]){ 1, 1, 2, 0, 3 }, sizeof(f->orphan));
+	assert_int_equal(sriov_rdma_user_resources(&ops, "rxe0", &c), 0);
+	assert_int_equal(c.ctx, 1);
+	assert_int_equal(c.pd, 1);
+	assert_int_equal(c.mr, 2);
+	assert_int_equal(c.cq, 0);
+	assert_int_equal(c.qp, 3);
+}
+
 static void test_rdma_errors(void **state)
 {
 	struct fake_nl *f = *state;
@@ -402,7 +426,7 @@ int main(void)
 		T(test_vf_every_setting),   T(test_vf_link_states),
 		T(test_vf_failure_names_setting), T(test_netdev_mac),
 		T(test_random_identity),    T(test_rdma_counts_user_only),
-		T(test_rdma_kernel_only_is_clean), T(test_rdma_errors),
+		T(test_rdma_kernel_only_is_clean), T(test_rdma_counts_orphans), T(test_rdma_errors),
 	};
 #undef T
 
