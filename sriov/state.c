@@ -294,7 +294,7 @@ int sriov_pool_load(const char *state_path, struct sriov_pool **ret_pool)
 		open(state_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	g_autofree char *text = NULL;
 	struct stat st;
-	size_t len;
+	size_t len = 0;
 	int r;
 
 	if (fd < 0) {
