@@ -38,6 +38,7 @@
 
 #include "log.h"
 #include "owner-proto.h"
+#include "fileio.h"
 #include "util.h"
 
 #define GS_DEFAULT_BLOCKS 2
@@ -633,31 +634,6 @@ static void selfcheck_run(struct gs *g)
 }
 
 /* ---- hash files ---- */
-
-static int write_all(int fd, const uint8_t *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int fsync_dir_of(const char *path)
-{
-	g_autofree char *dir = g_path_get_dirname(path);
-	_cleanup_(closep) int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd < 0 || fsync(fd) < 0)
-		return -errno;
-	return 0;
-}
 
 /* A reader sees either no file or the complete one, never a partial one. */
 static int write_file_atomic(const char *path, const uint8_t *buf, size_t len)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "sriov-internal.h"
+#include "fileio.h"
 #include "util.h"
 
 #define STATE_VERSION 1
@@ -313,32 +314,6 @@ int sriov_pool_load(const char *state_path, struct sriov_pool **ret_pool)
 	if (r < 0)
 		return r;
 	return sriov_state_parse(text, len, ret_pool);
-}
-
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int fsync_dir_of(const char *path)
-{
-	g_autofree char *dir = g_path_get_dirname(path);
-	_cleanup_(closep) int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	return fsync(fd) < 0 ? -errno : 0;
 }
 
 /* Temp files a crashed writer left behind; the caller holds the lock, so
