@@ -430,6 +430,13 @@ static int replace_vring_fd(struct vu_dev *dev, struct vu_msg *msg, bool call)
 		closep(&vq->call_fd);
 		vq->call_fd = fd;
 		vq->signalled_used_valid = false;
+		/*
+		 * Completions made while the driver had no call fd (QEMU sets it
+		 * after enabling some rings) would never be signalled: one
+		 * spurious interrupt is harmless, a lost one hangs the guest.
+		 */
+		if (fd >= 0 && vq->started)
+			eventfd_write(fd, 1);
 	} else {
 		closep(&vq->err_fd);
 		vq->err_fd = fd;
