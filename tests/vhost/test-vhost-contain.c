@@ -53,37 +53,27 @@ static bool hdev_open;
 
 static void good_io(const char *after)
 {
-	uint8_t out[4096], in[4096];
 	uint64_t sector = (good_round * 8) % (FILE_SECTORS - 8);
+	int ret;
 
 	good_round++;
-	for (size_t i = 0; i < sizeof(out); i++)
-		out[i] = (uint8_t)(i * 5 + good_round);
 	if (!vuf_daemon_alive(&dmn.d))
 		fail_msg("daemon died after %s (wait status 0x%x)", after, dmn.d.wstatus);
-	if (vuf_blk_io(&good.vq[0], &good_req, VUF_BLK_T_OUT, sector, out, sizeof(out), false,
-		       VT_TIMEOUT_MS) != VUF_BLK_S_OK ||
-	    vuf_blk_io(&good.vq[0], &good_req, VUF_BLK_T_IN, sector, in, sizeof(in), false,
-		       VT_TIMEOUT_MS) != VUF_BLK_S_OK)
+	ret = vt_blk_round_trip(&good, &good_req, sector, (uint8_t)good_round);
+	if (ret == -EIO)
 		fail_msg("good connection: I/O failed after %s", after);
-	if (memcmp(in, out, sizeof(in)))
+	if (ret)
 		fail_msg("good connection: read back differs after %s", after);
 }
 
+/* The daemon's fds return to what they were before the hostile connection. */
 static void assert_fd_baseline(const char *after)
 {
-	uint64_t deadline = monotonic_ns() + 3000000000ull;
-	int n;
+	int n = vt_wait_fd_count(dmn.d.pid, baseline_fds);
 
-	for (;;) {
-		n = vuf_proc_fd_count(dmn.d.pid);
-		if (n == baseline_fds)
-			return;
-		if (monotonic_ns() > deadline)
-			break;
-		usleep(10000);
-	}
-	fail_msg("after %s the daemon has %d fds open, baseline %d", after, n, baseline_fds);
+	if (n != baseline_fds)
+		fail_msg("after %s the daemon has %d fds open, baseline %d", after, n,
+			 baseline_fds);
 }
 
 /* ---- the hostile side ---- */

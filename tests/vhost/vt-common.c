@@ -179,3 +179,31 @@ void vt_dev_close(struct vt_dev *dev)
 	vuf_mem_free(dev->mem);
 	dev->mem = NULL;
 }
+
+int vt_blk_round_trip(struct vt_dev *dev, struct vuf_blk_req *req, uint64_t sector,
+		      uint8_t seed)
+{
+	uint8_t out[4096], in[4096];
+
+	for (size_t i = 0; i < sizeof(out); i++)
+		out[i] = (uint8_t)(i * 3 + seed);
+	if (vuf_blk_io(&dev->vq[0], req, VUF_BLK_T_OUT, sector, out, sizeof(out), false,
+		       VT_TIMEOUT_MS) != VUF_BLK_S_OK ||
+	    vuf_blk_io(&dev->vq[0], req, VUF_BLK_T_IN, sector, in, sizeof(in), false,
+		       VT_TIMEOUT_MS) != VUF_BLK_S_OK)
+		return -EIO;
+	return memcmp(in, out, sizeof(in)) ? -EBADMSG : 0;
+}
+
+int vt_wait_fd_count(pid_t pid, int want)
+{
+	uint64_t deadline = monotonic_ns() + 3000000000ull;
+	int n;
+
+	for (;;) {
+		n = vuf_proc_fd_count(pid);
+		if (n == want || monotonic_ns() > deadline)
+			return n;
+		usleep(10000);
+	}
+}

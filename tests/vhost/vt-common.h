@@ -56,6 +56,15 @@ int vt_dev_open(struct vt_dev *dev, const char *sock, uint64_t want, uint64_t wa
 		unsigned nvq, uint16_t qsize, bool start);
 void vt_dev_close(struct vt_dev *dev);
 
+/*
+ * Writes 4 KiB (a pattern from seed) at sector through queue 0 and reads
+ * them back: 0, -EIO if either request failed, -EBADMSG if the data differs.
+ */
+int vt_blk_round_trip(struct vt_dev *dev, struct vuf_blk_req *req, uint64_t sector,
+		      uint8_t seed);
+/* Waits up to 3 s for pid to have want fds open; returns the last count seen. */
+int vt_wait_fd_count(pid_t pid, int want);
+
 /* Features every blk test wants by default. */
 #define VT_BLK_FEATURES (VUF_BIT(VUF_F_VERSION_1) | VUF_BIT(VUF_F_INDIRECT_DESC) | \
 			 VUF_BIT(VUF_BLK_F_SEG_MAX) | VUF_BIT(VUF_BLK_F_BLK_SIZE) | \
