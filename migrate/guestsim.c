@@ -75,6 +75,9 @@ struct gs_opts {
 	const char *hash_file;
 	const char *check_hash_file;
 	uint64_t corrupt_page; /* UINT64_MAX: none */
+	/* Tests: the one request whose reply waits for SIGUSR1 (type 0: none). */
+	enum owner_msg_type hold_type;
+	uint64_t hold_round; /* for SYNC */
 	bool quiet;
 };
 
@@ -153,6 +156,7 @@ struct gs {
 	unsigned throttle_max;
 	bool selfcheck_failed;
 	uint64_t selfcheck_bad_max;
+	bool terminated; /* by a signal while holding a reply */
 };
 
 /* ---- page content ---- */
@@ -974,6 +978,51 @@ static enum gs_next recv_failed(struct gs *g, int r)
 	return GS_CLOSE;
 }
 
+/* The signal read from the signalfd, 0 if none could be read. */
+static int read_signal(int sig_fd)
+{
+	struct signalfd_siginfo si;
+
+	if (read(sig_fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+		return 0;
+	return (int)si.ssi_signo;
+}
+
+static bool is_hold_point(const struct gs *g, const struct owner_msg *m)
+{
+	return g->opt.hold_type && m->type == g->opt.hold_type &&
+	       (m->type != OWNER_MSG_SYNC || m->u.round == g->opt.hold_round);
+}
+
+/*
+ * --hold-at: the engine waits for this reply while a test does what it
+ * aims at this phase (kills a peer), then sends SIGUSR1.  Holds once.
+ * Returns false if SIGTERM/SIGINT came instead.
+ */
+static bool hold_reply(struct gs *g, const struct owner_msg *m)
+{
+	struct pollfd pfd = { .fd = g->sig_fd, .events = POLLIN };
+
+	log_info("holding the reply to %s until SIGUSR1", owner_msg_name(m->type));
+	g->opt.hold_type = 0;
+	for (;;) {
+		int sig;
+
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return false;
+		sig = read_signal(g->sig_fd);
+		if (sig == SIGUSR1) {
+			log_info("released the hold");
+			return true;
+		}
+		if (sig) {
+			log_info("terminated by %s while holding", strsignal(sig));
+			g->terminated = true;
+			return false;
+		}
+	}
+}
+
 /* Handles one message; the socket is readable. */
 static enum gs_next session_step(struct gs *g)
 {
@@ -996,6 +1045,8 @@ static enum gs_next session_step(struct gs *g)
 		log_warn("%s out of sequence", owner_msg_name(m.type));
 		return GS_PROTO_ERROR;
 	}
+	if (is_hold_point(g, &m) && !hold_reply(g, &m))
+		return GS_CONTINUE;
 	return rule->handle(g, &m);
 }
 
@@ -1092,14 +1143,6 @@ static void accept_engine(struct gs *g)
 	log_info("engine connected");
 }
 
-static void log_signal(int sig_fd)
-{
-	struct signalfd_siginfo si;
-
-	if (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		log_info("terminated by %s", strsignal((int)si.ssi_signo));
-}
-
 /* poll() on the signal fd and either the listener or the one connection. */
 static enum gs_end serve(struct gs *g)
 {
@@ -1119,7 +1162,12 @@ static enum gs_end serve(struct gs *g)
 			return GS_END_FATAL;
 		}
 		if (pfd[0].revents) {
-			log_signal(g->sig_fd);
+			int sig = read_signal(g->sig_fd);
+
+			if (sig == SIGUSR1)
+				continue; /* a release with nothing held */
+			if (sig)
+				log_info("terminated by %s", strsignal(sig));
 			return GS_END_SIGNAL;
 		}
 		if (!pfd[1].revents)
@@ -1129,6 +1177,8 @@ static enum gs_end serve(struct gs *g)
 			continue;
 		}
 		next = session_step(g);
+		if (g->terminated)
+			return GS_END_SIGNAL;
 		end = g->opt.role == OWNER_ROLE_SOURCE ? source_after(g, next)
 						       : dest_after(g, next);
 		if (end != GS_END_NONE)
@@ -1217,6 +1267,7 @@ static int signals_setup(void)
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1); /* releases a --hold-at */
 	r = pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if (r)
 		return -r;
@@ -1377,6 +1428,10 @@ static void usage(FILE *f)
 		"  --corrupt-page P        dest, for tests: flip a byte of page P at start;\n"
 		"                          survives if the engine never sends P (a zero\n"
 		"                          page: P %% 4 == 3 on a source that did not write it)\n"
+		"  --hold-at WHAT          source, for tests: hold the reply to the first\n"
+		"                          HELLO ('hello'), SYNC of round N ('sync:N') or\n"
+		"                          STOP ('stop') until SIGUSR1, so a test can aim\n"
+		"                          at that phase of the engine\n"
 		"  --quiet                 no progress messages on stderr\n"
 		"  -h, --help              this text\n"
 		"\n"
@@ -1423,6 +1478,22 @@ static int parse_choice(const char *s, const char *a, const char *b, unsigned *r
 	return 0;
 }
 
+static int parse_hold(const char *arg, struct gs_opts *o)
+{
+	if (strcmp(arg, "hello") == 0) {
+		o->hold_type = OWNER_MSG_HELLO;
+		return 0;
+	}
+	if (strcmp(arg, "stop") == 0) {
+		o->hold_type = OWNER_MSG_STOP;
+		return 0;
+	}
+	if (strncmp(arg, "sync:", 5) != 0)
+		return -EINVAL;
+	o->hold_type = OWNER_MSG_SYNC;
+	return parse_u64(arg + 5, 0, UINT32_MAX, &o->hold_round);
+}
+
 static int parse_one(struct gs_opts *o, int opt, const char *arg)
 {
 	uint64_t v = 0;
@@ -1434,6 +1505,7 @@ static int parse_one(struct gs_opts *o, int opt, const char *arg)
 	case 'H': o->hash_file = arg; return 0;
 	case 'C': o->check_hash_file = arg; return 0;
 	case 'q': o->quiet = true; return 0;
+	case 'A': return parse_hold(arg, o);
 	case 'D': return parse_double(arg, 0, GS_MAX_DIRTY_MBPS, &o->dirty_mbps);
 	case 'F':
 		r = parse_double(arg, 0, 1, &o->hot_fraction);
@@ -1491,6 +1563,10 @@ static int check_opts(const struct gs_opts *o)
 		log_error("--hash-file is for the source, --check-hash-file for the destination");
 		return -EINVAL;
 	}
+	if (o->hold_type && o->role != OWNER_ROLE_SOURCE) {
+		log_error("--hold-at is for the source");
+		return -EINVAL;
+	}
 	if (o->corrupt_page != UINT64_MAX &&
 	    (o->role != OWNER_ROLE_DEST || o->corrupt_page >= total / o->page_size)) {
 		log_error("--corrupt-page needs --role dest and a page below %" PRIu64,
@@ -1516,6 +1592,7 @@ static int parse_args(int argc, char **argv, struct gs_opts *o)
 		{ "check-hash-file", required_argument, NULL, 'C' },
 		{ "corrupt-page", required_argument, NULL, 'c' },
 		{ "zero-every", required_argument, NULL, 'z' },
+		{ "hold-at", required_argument, NULL, 'A' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },

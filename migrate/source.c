@@ -576,20 +576,24 @@ static int register_block(struct source *s, struct src_block *b)
 			    XPORT_ACCESS_LOCAL_READONLY, &b->mr);
 }
 
+/*
+ * The destination first: an unreachable or refusing peer fails the
+ * migration before the owner has been asked for anything.
+ */
 static int setup(struct source *s)
 {
-	int r = owner_session_open(s->cfg->owner_path, OWNER_ROLE_SOURCE,
-				   s->cfg->owner_timeout_ms, &s->owner);
+	int r = xport_connect(&s->cfg->xopts, s->cfg->host, s->cfg->port, &s->conn);
 
-	if (r < 0)
-		return fail(s, MIG_FAIL_OWNER, r);
-	s->nblocks = s->owner->nblocks;
-	s->st->ram_total = s->owner->ram_bytes;
-	r = xport_connect(&s->cfg->xopts, s->cfg->host, s->cfg->port, &s->conn);
 	if (r < 0)
 		return fail(s, MIG_FAIL_PEER, r);
 	s->st->transport = xport_conn_kind(s->conn);
 	s->st->channels = xport_conn_channels(s->conn);
+	r = owner_session_open(s->cfg->owner_path, OWNER_ROLE_SOURCE,
+			       s->cfg->owner_timeout_ms, &s->owner);
+	if (r < 0)
+		return fail(s, MIG_FAIL_OWNER, r);
+	s->nblocks = s->owner->nblocks;
+	s->st->ram_total = s->owner->ram_bytes;
 	for (unsigned bi = 0; bi < s->nblocks; bi++)
 		s->blocks[bi].ram = &s->owner->blocks[bi];
 	/* Both sides pin their RAM at the same time: registration is slow. */
