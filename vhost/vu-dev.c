@@ -69,6 +69,21 @@ static int any_features(void *opaque, uint64_t features)
 	return 0;
 }
 
+static void no_attach(void *opaque, struct vu_dev *dev)
+{
+	(void)opaque, (void)dev;
+}
+
+static void no_queue_stop(void *opaque, struct vu_vq *vq)
+{
+	(void)opaque, (void)vq;
+}
+
+static void no_mem_gone(void *opaque, uint64_t gpa, uint64_t size)
+{
+	(void)opaque, (void)gpa, (void)size;
+}
+
 static void no_reset(void *opaque)
 {
 	(void)opaque;
@@ -230,6 +245,12 @@ static int h_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
 			return ret;
 		}
 	}
+	for (unsigned int i = 0; i < dev->mem.nregions; i++) {
+		const struct vu_region *r = &dev->mem.regions[i];
+
+		if (!vu_region_in(r, fresh))
+			dev->ops.mem_gone(dev->opaque, r->gpa, r->size);
+	}
 	vu_mem_clear(&dev->mem);
 	dev->mem = *fresh;
 	remap_rings(dev);
@@ -266,6 +287,7 @@ static int h_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
 	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIGURE_MEM_SLOTS))
 		return -EOPNOTSUPP;
 	vu_decode_mem_reg(msg, &d);
+	dev->ops.mem_gone(dev->opaque, d.guest_addr, d.size);
 	ret = vu_mem_remove(&dev->mem, &d);
 	if (ret < 0)
 		return ret;
@@ -370,7 +392,8 @@ static int h_get_vring_base(struct vu_dev *dev, struct vu_msg *msg)
 
 	vu_decode_vring_state(msg, &s);
 	vq = queue_of(dev, s.index);
-	/* Requests are served synchronously: nothing is in flight here. */
+	/* Requests are served synchronously; the device quiesces its own. */
+	dev->ops.queue_stop(dev->opaque, vq);
 	stop_queue(dev, vq);
 	closep(&vq->call_fd);
 	vq->call_fd = -1;
@@ -701,6 +724,12 @@ int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
 		dev->ops.set_features = any_features;
 	if (!dev->ops.reset)
 		dev->ops.reset = no_reset;
+	if (!dev->ops.attach)
+		dev->ops.attach = no_attach;
+	if (!dev->ops.queue_stop)
+		dev->ops.queue_stop = no_queue_stop;
+	if (!dev->ops.mem_gone)
+		dev->ops.mem_gone = no_mem_gone;
 	dev->opaque = opaque;
 	dev->loop = *loop;
 	dev->loop_data = loop_data;
@@ -717,6 +746,7 @@ int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
 		dev->vqs[i].index = i;
 		dev->vqs[i].kick_fd = dev->vqs[i].call_fd = dev->vqs[i].err_fd = -1;
 	}
+	dev->ops.attach(dev->opaque, dev);
 	*ret = dev;
 	return 0;
 }
@@ -725,6 +755,8 @@ void vu_dev_free(struct vu_dev *dev)
 {
 	if (!dev)
 		return;
+	/* The device lets go of guest memory while the connection exists. */
+	dev->ops.reset(dev->opaque);
 	for (unsigned int i = 0; i < dev->num_queues; i++)
 		reset_queue(dev, &dev->vqs[i]);
 	g_free(dev->vqs);
@@ -745,6 +777,27 @@ int vu_dev_socket(const struct vu_dev *dev)
 void *vu_dev_loop_data(const struct vu_dev *dev)
 {
 	return dev->loop_data;
+}
+
+void vu_dev_add_watch(struct vu_dev *dev, int fd, vu_watch_cb cb, void *data)
+{
+	dev->loop.add_watch(dev, fd, cb, data);
+}
+
+void vu_dev_remove_watch(struct vu_dev *dev, int fd)
+{
+	dev->loop.remove_watch(dev, fd);
+}
+
+bool vu_dev_logging(const struct vu_dev *dev)
+{
+	return vu_logging(dev);
+}
+
+void vu_dev_log_write(struct vu_dev *dev, uint64_t gpa, uint64_t len)
+{
+	if (vu_logging(dev))
+		vu_log_write(&dev->log, gpa, len);
 }
 
 int vu_dev_config_changed(struct vu_dev *dev)

@@ -6,6 +6,7 @@
 #include <linux/virtio_ring.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "vu-proto.h"
 #include "vu.h"
@@ -20,6 +21,9 @@ struct vu_region {
 	uint8_t *host; /* our mapping of gpa */
 	void *map_base;
 	size_t map_len;
+	int fd; /* ours (a dup): devices map guest pages from it again */
+	dev_t file_dev; /* with file_ino: the same file in a later table */
+	ino_t file_ino;
 };
 
 struct vu_mem {
@@ -43,10 +47,15 @@ void vu_mem_clear(struct vu_mem *mem);
 void *vu_mem_gpa(const struct vu_mem *mem, uint64_t gpa, uint64_t len, uint64_t *ret_len);
 /* Host pointer for [uva, uva+len) which must lie in one region, or NULL. */
 void *vu_mem_uva(const struct vu_mem *mem, uint64_t uva, uint64_t len);
+/* The region holding gpa, or NULL. */
+const struct vu_region *vu_mem_region(const struct vu_mem *mem, uint64_t gpa);
+/* The same memory (file, offset, addresses) is in both tables. */
+bool vu_region_in(const struct vu_region *r, const struct vu_mem *mem);
 
 /* --- SIGBUS containment for shared mappings (vu-guard.c) --- */
 
-#define VU_GUARD_MAX 8192u
+/* Regions, the log, the inflight area and every RDMA ring of every connection. */
+#define VU_GUARD_MAX 32768u
 /* Registers a mapping: a SIGBUS in it sets *poisoned instead of killing us. */
 int vu_guard_add(void *start, size_t len, volatile sig_atomic_t *poisoned);
 void vu_guard_remove(void *start);

@@ -7,6 +7,7 @@
  * length that stays inside the region and walk on themselves.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,9 +62,11 @@ static int check_region(const struct vu_mem *mem, const struct vu_mem_desc *d)
 int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd)
 {
 	struct vu_region *r;
+	struct stat st;
 	size_t map_len;
 	uint64_t skew;
 	void *base;
+	int own_fd;
 	int ret;
 
 	if (mem->nregions >= VU_MAX_MEM_SLOTS)
@@ -74,9 +77,17 @@ int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd)
 	ret = check_against_fd(d, fd);
 	if (ret < 0)
 		return ret;
-	base = vu_map_shared(fd, d->mmap_offset, d->size, mem->poisoned, &map_len, &skew);
-	if (!base)
+	if (fstat(fd, &st) < 0)
 		return -errno;
+	own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (own_fd < 0)
+		return -errno;
+	base = vu_map_shared(fd, d->mmap_offset, d->size, mem->poisoned, &map_len, &skew);
+	if (!base) {
+		ret = -errno;
+		close(own_fd);
+		return ret;
+	}
 	r = &mem->regions[mem->nregions++];
 	*r = (struct vu_region){
 		.gpa = d->guest_addr,
@@ -86,8 +97,17 @@ int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd)
 		.host = (uint8_t *)base + skew,
 		.map_base = base,
 		.map_len = map_len,
+		.fd = own_fd,
+		.file_dev = st.st_dev,
+		.file_ino = st.st_ino,
 	};
 	return 0;
+}
+
+static void region_release(struct vu_region *r)
+{
+	vu_unmap(r->map_base, r->map_len);
+	closep(&r->fd);
 }
 
 int vu_mem_remove(struct vu_mem *mem, const struct vu_mem_desc *d)
@@ -97,7 +117,7 @@ int vu_mem_remove(struct vu_mem *mem, const struct vu_mem_desc *d)
 
 		if (r->gpa != d->guest_addr || r->size != d->size || r->uva != d->user_addr)
 			continue;
-		vu_unmap(r->map_base, r->map_len);
+		region_release(r);
 		memmove(r, r + 1, (mem->nregions - i - 1) * sizeof(*r));
 		mem->nregions--;
 		return 0;
@@ -108,8 +128,32 @@ int vu_mem_remove(struct vu_mem *mem, const struct vu_mem_desc *d)
 void vu_mem_clear(struct vu_mem *mem)
 {
 	for (unsigned int i = 0; i < mem->nregions; i++)
-		vu_unmap(mem->regions[i].map_base, mem->regions[i].map_len);
+		region_release(&mem->regions[i]);
 	mem->nregions = 0;
+}
+
+const struct vu_region *vu_mem_region(const struct vu_mem *mem, uint64_t gpa)
+{
+	for (unsigned int i = 0; i < mem->nregions; i++) {
+		const struct vu_region *r = &mem->regions[i];
+
+		if (gpa >= r->gpa && gpa - r->gpa < r->size)
+			return r;
+	}
+	return NULL;
+}
+
+bool vu_region_in(const struct vu_region *r, const struct vu_mem *mem)
+{
+	for (unsigned int i = 0; i < mem->nregions; i++) {
+		const struct vu_region *o = &mem->regions[i];
+
+		if (o->gpa == r->gpa && o->size == r->size && o->uva == r->uva &&
+		    o->mmap_offset == r->mmap_offset && o->file_dev == r->file_dev &&
+		    o->file_ino == r->file_ino)
+			return true;
+	}
+	return false;
 }
 
 void *vu_mem_gpa(const struct vu_mem *mem, uint64_t gpa, uint64_t len, uint64_t *ret_len)

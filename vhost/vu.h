@@ -48,8 +48,17 @@ struct vu_device_ops {
 	void (*queue_kick)(void *opaque, struct vu_vq *vq);
 	/* The front end acked these features (after SET_FEATURES). */
 	int (*set_features)(void *opaque, uint64_t features);
-	/* The front end reset the device: drop device state. */
+	/* The front end reset the device: drop device state.  Also called
+	 * before the connection goes away, while it still exists. */
 	void (*reset)(void *opaque);
+	/* The connection exists; called once, before any message. */
+	void (*attach)(void *opaque, struct vu_dev *dev);
+	/* The front end stopped vq (GET_VRING_BASE): nothing may be in flight
+	 * into guest memory once this returns. */
+	void (*queue_stop)(void *opaque, struct vu_vq *vq);
+	/* Guest memory [gpa, gpa+size) is about to go (REM_MEM_REG, or not in a
+	 * new table): drop whatever was mapped from it (vu_pages). */
+	void (*mem_gone)(void *opaque, uint64_t gpa, uint64_t size);
 };
 
 int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
@@ -75,6 +84,40 @@ int vu_guard_install(void);
 void *vu_dev_loop_data(const struct vu_dev *dev);
 /* Asks the front end to re-read config space (needs BACKEND_REQ). */
 int vu_dev_config_changed(struct vu_dev *dev);
+/* Watches for a device's own fds, through the embedder's loop. */
+void vu_dev_add_watch(struct vu_dev *dev, int fd, vu_watch_cb cb, void *data);
+void vu_dev_remove_watch(struct vu_dev *dev, int fd);
+/* Dirty logging is on (LOG_ALL with a log): device writes must be marked. */
+bool vu_dev_logging(const struct vu_dev *dev);
+/* Marks [gpa, gpa+len) written, when logging. */
+void vu_dev_log_write(struct vu_dev *dev, uint64_t gpa, uint64_t len);
+
+/*
+ * A contiguous host view of guest pages (an RDMA MR or ring): each page is
+ * mapped again from its region's file, so the view stays valid whatever
+ * the front end does to its memory table until vu_pages_unmap().
+ */
+struct vu_pages {
+	uint8_t *addr;
+	uint64_t len; /* npages << page_shift */
+	uint64_t npages;
+	unsigned int page_shift;
+	uint64_t *gpa; /* of each page */
+	bool guarded;
+};
+
+/*
+ * Maps npages guest-physical pages of 1 << page_shift bytes (each aligned
+ * and wholly inside guest RAM, else -EFAULT).  guarded: the caller itself
+ * reads and writes the view (a SIGBUS in it poisons the connection).
+ */
+int vu_pages_map(struct vu_dev *dev, const uint64_t *gpas, uint64_t npages,
+		 unsigned int page_shift, bool guarded, struct vu_pages **ret);
+void vu_pages_unmap(struct vu_pages *p);
+/* Marks bytes [off, off+len) of the view written, when logging. */
+void vu_pages_log(struct vu_dev *dev, const struct vu_pages *p, uint64_t off, uint64_t len);
+/* Some page of the view lies in [gpa, gpa+size). */
+bool vu_pages_overlap(const struct vu_pages *p, uint64_t gpa, uint64_t size);
 
 /* One request: a descriptor chain mapped to host iovecs. */
 struct vq_elem {
