@@ -8,6 +8,7 @@
 #define VRDMA_VHOST_DEVICE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "vu.h"
 
@@ -16,6 +17,12 @@ struct vhost_device_args {
 	bool read_only;
 	unsigned int num_queues;
 	const char *entropy_file;
+	const char *ibdev; /* rdma: the tenant's host RDMA device */
+	struct {
+		uint32_t pds, mrs, cqs, qps;
+		uint64_t pinned_bytes;
+		uint64_t wrs;
+	} rdma_quota; /* rdma: per tenant, over all its connections */
 };
 
 struct vhost_device_type {
@@ -31,5 +38,6 @@ struct vhost_device_type {
 
 extern const struct vhost_device_type vhost_blk_type;
 extern const struct vhost_device_type vhost_rng_type;
+extern const struct vhost_device_type vhost_rdma_type;
 
 #endif

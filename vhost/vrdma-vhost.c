@@ -295,7 +295,8 @@ static gboolean on_hangup(gpointer data)
 	return G_SOURCE_CONTINUE;
 }
 
-static const struct vhost_device_type *device_types[] = { &vhost_blk_type, &vhost_rng_type };
+static const struct vhost_device_type *device_types[] = { &vhost_blk_type, &vhost_rng_type,
+							   &vhost_rdma_type };
 
 static const struct vhost_device_type *find_type(const char *name)
 {
@@ -328,13 +329,19 @@ struct options {
 	gchar *ibdev;
 	gchar *sysfs_root;
 	gchar *sriov_state;
+	gint max_pds;
+	gint max_mrs;
+	gint max_cqs;
+	gint max_qps;
+	gint64 max_pinned_mib;
+	gint64 max_wrs;
 	gboolean verbose;
 };
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	GOptionEntry entries[] = {
-		{ "device", 0, 0, G_OPTION_ARG_STRING, &o->device, "device type: blk or rng (default blk)", "TYPE" },
+		{ "device", 0, 0, G_OPTION_ARG_STRING, &o->device, "device type: blk, rng or rdma (default blk)", "TYPE" },
 		{ "socket-path", 0, 0, G_OPTION_ARG_FILENAME, &o->socket_path, "listen on this UNIX socket", "PATH" },
 		{ "fd", 0, 0, G_OPTION_ARG_INT, &o->fd, "serve this inherited socket (listening or connected)", "FD" },
 		{ "print-capabilities", 0, 0, G_OPTION_ARG_NONE, &o->print_capabilities, "print capabilities as JSON and exit", NULL },
@@ -348,6 +355,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "ibdev", 0, 0, G_OPTION_ARG_STRING, &o->ibdev, "use this RDMA device (same rules as --vf)", "NAME" },
 		{ "sysfs-root", 0, 0, G_OPTION_ARG_FILENAME, &o->sysfs_root, "sysfs for the SR-IOV pool (default /sys)", "DIR" },
 		{ "sriov-state", 0, 0, G_OPTION_ARG_FILENAME, &o->sriov_state, "SR-IOV pool state file (default " SRIOV_DEFAULT_STATE ")", "PATH" },
+		{ "max-pds", 0, 0, G_OPTION_ARG_INT, &o->max_pds, "rdma: protection domains per tenant (default 1024)", "N" },
+		{ "max-mrs", 0, 0, G_OPTION_ARG_INT, &o->max_mrs, "rdma: memory regions per tenant (default 65536)", "N" },
+		{ "max-cqs", 0, 0, G_OPTION_ARG_INT, &o->max_cqs, "rdma: completion queues per tenant (default 4096)", "N" },
+		{ "max-qps", 0, 0, G_OPTION_ARG_INT, &o->max_qps, "rdma: queue pairs per tenant (default 4096)", "N" },
+		{ "max-pinned-mib", 0, 0, G_OPTION_ARG_INT64, &o->max_pinned_mib, "rdma: MiB of guest memory registered per tenant (default 16384)", "MIB" },
+		{ "max-wrs", 0, 0, G_OPTION_ARG_INT64, &o->max_wrs, "rdma: work requests the tenant's QP rings may hold (default 4194304)", "N" },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
 		{ NULL },
 	};
@@ -357,6 +370,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->fd = -1;
 	o->num_queues = 1;
 	o->max_connections = 64;
+	o->max_pds = 1024;
+	o->max_mrs = 65536;
+	o->max_cqs = 4096;
+	o->max_qps = 4096;
+	o->max_pinned_mib = 16384;
+	o->max_wrs = 4194304;
 	g_option_context_add_main_entries(ctx, entries, NULL);
 	g_option_context_set_description(ctx,
 		"Exit status: 0 on SIGTERM/SIGINT or when an --fd connection ends,\n"
@@ -391,6 +410,12 @@ static int check_usage(const struct options *o)
 	}
 	if (o->max_connections < 1 || o->max_connections > 1024) {
 		fprintf(stderr, "vrdma-vhost: --max-connections must be 1..1024\n");
+		return -EINVAL;
+	}
+	if (o->max_pds < 0 || o->max_mrs < 0 || o->max_cqs < 0 || o->max_qps < 0 ||
+	    o->max_pinned_mib < 0 || o->max_pinned_mib > (1ll << 24) || o->max_wrs < 0) {
+		fprintf(stderr, "vrdma-vhost: the --max-* quotas must be >= 0 "
+			"(--max-pinned-mib at most 16 TiB)\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -462,6 +487,12 @@ static int run(struct daemon *d, const struct options *o)
 		.read_only = o->read_only,
 		.num_queues = (unsigned int)o->num_queues,
 		.entropy_file = o->entropy_file,
+		.rdma_quota = {
+			.pds = (uint32_t)o->max_pds, .mrs = (uint32_t)o->max_mrs,
+			.cqs = (uint32_t)o->max_cqs, .qps = (uint32_t)o->max_qps,
+			.pinned_bytes = (uint64_t)o->max_pinned_mib << 20,
+			.wrs = (uint64_t)o->max_wrs,
+		},
 	};
 	int ret;
 
@@ -473,6 +504,13 @@ static int run(struct daemon *d, const struct options *o)
 			 d->function.ibdev[0] ? d->function.ibdev : "none",
 			 d->function.uverbs[0] ? d->function.uverbs : "no uverbs",
 			 d->function.new ? ", newly assigned" : "");
+		if (d->function.ibdev[0])
+			args.ibdev = d->function.ibdev;
+	}
+	if (d->type == &vhost_rdma_type && !args.ibdev) {
+		log_error("the rdma device needs the tenant's RDMA function: give --tenant, "
+			  "--vf or --ibdev");
+		return EXIT_SETUP;
 	}
 	ret = d->type->open(&args, &d->shared);
 	if (ret < 0) {
@@ -555,7 +593,7 @@ int main(int argc, char **argv)
 		log_init("vrdma-vhost", LOG_LVL_DEBUG);
 	d.type = find_type(o.device ? o.device : "blk");
 	if (!d.type) {
-		fprintf(stderr, "vrdma-vhost: unknown --device '%s' (blk, rng)\n", o.device);
+		fprintf(stderr, "vrdma-vhost: unknown --device '%s' (blk, rng, rdma)\n", o.device);
 		return EXIT_USAGE;
 	}
 	if (o.print_capabilities) {

@@ -1,0 +1,628 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A guest driver and provider for the paravirtual RDMA device (see
+ * vuf-rdma.h and docs/virtio-rdma.md).  Rings are physically contiguous
+ * here, MR buffers may be scattered; everything else follows the spec.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <glib.h>
+
+#include "util.h"
+#include "vuf-rdma.h"
+
+#define VGD_QUEUE_SIZE 256u
+#define VGD_REQ_MAX (8u << 20)
+#define VGD_RESP_MAX 4096u
+#define VGD_EV_BUFS 64u
+#define VGD_EV_BUF_SIZE 64u
+#define VGD_VA_BASE 0x7f1000000000ull
+#define PAGE 4096u
+
+/* ---- setup ---- */
+
+static int post_event_buffer(struct vgd *g, uint32_t i)
+{
+	struct vuf_buf b = {
+		.gpa = g->ev_gpa + (uint64_t)i * VGD_EV_BUF_SIZE, .len = VGD_EV_BUF_SIZE,
+		.device_writes = true,
+	};
+	uint16_t head;
+	int r = vuf_vq_add(&g->vq[VRDMA_VQ_EVENT], &b, 1, false, &head);
+
+	if (r)
+		return r;
+	g->ev_buf_of_head[head % VGD_QUEUE_SIZE] = (uint16_t)i;
+	return vuf_vq_kick_force(&g->vq[VRDMA_VQ_EVENT]);
+}
+
+static int setup_queues(struct vgd *g)
+{
+	int r = 0;
+
+	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++)
+		r = vuf_vq_init(&g->vq[i], g->conn, g->mem, i, VGD_QUEUE_SIZE);
+	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++) {
+		g->vq[i].log = g->log != NULL;
+		r = vuf_vq_start(&g->vq[i]);
+	}
+	if (!r)
+		r = vuf_mem_alloc(g->mem, VGD_REQ_MAX, PAGE, &g->req_gpa);
+	if (!r)
+		r = vuf_mem_alloc(g->mem, VGD_RESP_MAX, PAGE, &g->resp_gpa);
+	if (!r)
+		r = vuf_mem_alloc(g->mem, 8ull * VGD_QUEUE_SIZE, PAGE, &g->db_gpa);
+	if (!r)
+		r = vuf_mem_alloc(g->mem, (uint64_t)VGD_EV_BUFS * VGD_EV_BUF_SIZE, PAGE, &g->ev_gpa);
+	/* Queue size 256 leaves room: the event queue holds VGD_EV_BUFS. */
+	for (uint32_t i = 0; !r && i < VGD_EV_BUFS; i++)
+		r = post_event_buffer(g, i);
+	return r;
+}
+
+int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret)
+{
+	struct vgd *g = calloc(1, sizeof(*g));
+	uint64_t ram = o && o->ram_bytes ? o->ram_bytes : 256ull << 20;
+	uint64_t want = VUF_BIT(VUF_F_VERSION_1) | VUF_BIT(VUF_F_PROTOCOL_FEATURES) |
+			VUF_BIT(VRDMA_F_ATOMIC) | (o && o->log_all ? VUF_BIT(VUF_F_LOG_ALL) : 0);
+	uint64_t want_proto = VUF_BIT(VUF_PF_CONFIG) | VUF_BIT(VUF_PF_REPLY_ACK) |
+			      VUF_BIT(VUF_PF_LOG_SHMFD) | VUF_BIT(VUF_PF_MQ);
+	uint64_t proto;
+	int r;
+
+	if (!g)
+		return -ENOMEM;
+	g->timeout_ms = o && o->timeout_ms ? o->timeout_ms : 5000;
+	g->next_va = VGD_VA_BASE;
+	r = vuf_conn_connect(socket_path, 5000, &g->conn);
+	if (r) {
+		free(g);
+		return r;
+	}
+	g->mem = vuf_mem_new();
+	r = g->mem ? vuf_negotiate(g->conn, want, want_proto, &g->features, &proto) : -ENOMEM;
+	if (!r)
+		r = vuf_mem_add_region(g->mem, 0, ram, 0);
+	if (!r)
+		r = vuf_mem_send_table(g->mem, g->conn);
+	if (!r && o && o->log_all) {
+		r = vuf_log_new(ram, 0, &g->log);
+		if (!r)
+			r = vuf_log_send(g->log, g->conn);
+	}
+	if (!r)
+		r = vuf_get_config(g->conn, 0, sizeof(g->config), &g->config);
+	if (!r)
+		r = setup_queues(g);
+	if (r) {
+		vgd_close(g);
+		return r;
+	}
+	*ret = g;
+	return 0;
+}
+
+void vgd_close(struct vgd *g)
+{
+	if (!g)
+		return;
+	for (unsigned int i = 0; i < VRDMA_NUM_VQS; i++)
+		if (g->vq[i].conn)
+			vuf_vq_destroy(&g->vq[i]);
+	vuf_conn_free(g->conn);
+	vuf_log_free(g->log);
+	vuf_mem_free(g->mem);
+	free(g);
+}
+
+/* ---- control ---- */
+
+int vgd_cmd_raw(struct vgd *g, const void *req, uint32_t req_len, void *resp, uint32_t resp_len,
+		uint32_t *ret_used)
+{
+	struct vuf_vq *vq = &g->vq[VRDMA_VQ_CTRL];
+	struct vuf_buf b[2] = {
+		{ .gpa = g->req_gpa, .len = req_len },
+		{ .gpa = g->resp_gpa, .len = resp_len, .device_writes = true },
+	};
+	void *rq = vuf_mem_ptr(g->mem, g->req_gpa, req_len);
+	void *rs = vuf_mem_ptr(g->mem, g->resp_gpa, resp_len);
+	struct vuf_used u;
+	uint16_t head;
+	int r;
+
+	if (!rq || !rs || !req_len || !resp_len)
+		return -EINVAL;
+	memcpy(rq, req, req_len);
+	memset(rs, 0xa5, resp_len); /* the device must overwrite what it reports */
+	r = vuf_vq_add(vq, b, 2, false, &head);
+	if (!r)
+		r = vuf_vq_kick_force(vq);
+	if (!r)
+		r = vuf_vq_wait_used(vq, g->timeout_ms, &u);
+	if (r)
+		return r;
+	if (u.id != head || u.len > resp_len)
+		return -EPROTO;
+	memcpy(resp, rs, resp_len);
+	*ret_used = u.len;
+	return 0;
+}
+
+int vgd_cmd(struct vgd *g, uint16_t opcode, const void *req, uint32_t req_len, void *resp,
+	    uint32_t resp_len)
+{
+	g_autofree uint8_t *buf = g_malloc(sizeof(struct vrdma_cmd_hdr) + req_len);
+	uint8_t out[sizeof(struct vrdma_resp_hdr) + VGD_RESP_MAX - 8];
+	struct vrdma_cmd_hdr h = { .opcode = opcode };
+	struct vrdma_resp_hdr rh;
+	uint32_t used;
+	int r;
+
+	if (resp_len > sizeof(out) - sizeof(rh))
+		return -EINVAL;
+	memcpy(buf, &h, sizeof(h));
+	if (req_len)
+		memcpy(buf + sizeof(h), req, req_len);
+	r = vgd_cmd_raw(g, buf, (uint32_t)sizeof(h) + req_len, out,
+			(uint32_t)sizeof(rh) + resp_len, &used);
+	if (r)
+		return r;
+	if (used < sizeof(rh))
+		return -EPROTO;
+	memcpy(&rh, out, sizeof(rh));
+	if (rh.status)
+		return used == sizeof(rh) ? (int)rh.status : -EPROTO;
+	if (used != sizeof(rh) + resp_len)
+		return -EPROTO;
+	if (resp_len)
+		memcpy(resp, out + sizeof(rh), resp_len);
+	return 0;
+}
+
+/* ---- buffers ---- */
+
+int vgd_buf_alloc(struct vgd *g, uint64_t len, bool scatter, struct vgd_buf *ret)
+{
+	uint64_t npages = (len + PAGE - 1) / PAGE;
+	uint64_t base;
+	int r;
+
+	*ret = (struct vgd_buf){ .va = g->next_va, .len = len, .npages = npages };
+	/* Guard page between buffers in the made-up VA space. */
+	g->next_va += (npages + 1) * PAGE;
+	r = vuf_mem_alloc(g->mem, npages * PAGE, PAGE, &base);
+	if (r)
+		return r;
+	ret->pages = calloc(npages, sizeof(uint64_t));
+	if (!ret->pages)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < npages; i++)
+		ret->pages[i] = base + (scatter ? npages - 1 - i : i) * PAGE;
+	return 0;
+}
+
+void vgd_buf_free(struct vgd_buf *b)
+{
+	free(b->pages);
+	b->pages = NULL;
+}
+
+static int buf_copy(struct vgd *g, const struct vgd_buf *b, uint64_t off, void *data,
+		    uint64_t len, bool to_guest)
+{
+	if (!range_within(off, len, b->len))
+		return -EINVAL;
+	while (len) {
+		uint64_t in_page = MIN(len, PAGE - off % PAGE);
+		uint8_t *p = vuf_mem_ptr(g->mem, b->pages[off / PAGE] + off % PAGE, in_page);
+
+		if (!p)
+			return -EFAULT;
+		if (to_guest)
+			memcpy(p, data, in_page);
+		else
+			memcpy(data, p, in_page);
+		data = (uint8_t *)data + in_page;
+		off += in_page;
+		len -= in_page;
+	}
+	return 0;
+}
+
+int vgd_buf_write(struct vgd *g, const struct vgd_buf *b, uint64_t off, const void *src,
+		  uint64_t len)
+{
+	return buf_copy(g, b, off, (void *)src, len, true);
+}
+
+int vgd_buf_read(struct vgd *g, const struct vgd_buf *b, uint64_t off, void *dst, uint64_t len)
+{
+	return buf_copy(g, b, off, dst, len, false);
+}
+
+/* ---- objects ---- */
+
+int vgd_create_pd(struct vgd *g, uint32_t *ret_pd)
+{
+	struct vrdma_handle h;
+	int r = vgd_cmd(g, VRDMA_CMD_CREATE_PD, NULL, 0, &h, sizeof(h));
+
+	if (!r)
+		*ret_pd = h.handle;
+	return r;
+}
+
+int vgd_destroy(struct vgd *g, uint16_t opcode, uint32_t handle)
+{
+	struct vrdma_handle h = { .handle = handle };
+
+	return vgd_cmd(g, opcode, &h, sizeof(h), NULL, 0);
+}
+
+int vgd_reg_mr(struct vgd *g, uint32_t pd, const struct vgd_buf *b, uint64_t off, uint64_t len,
+	       uint32_t access, struct vgd_mr *ret)
+{
+	uint64_t first = off / PAGE, npages = (off % PAGE + len + PAGE - 1) / PAGE;
+	struct vrdma_reg_mr_req m = {
+		.pd = pd, .access = access, .iova = b->va + off, .length = len,
+		.page_shift = 12, .npages = (uint32_t)npages,
+	};
+	g_autofree uint8_t *req = NULL;
+	struct vrdma_reg_mr_resp resp;
+	int r;
+
+	if (!len || !range_within(off, len, b->len))
+		return -EINVAL;
+	req = g_malloc(sizeof(m) + npages * 8);
+	memcpy(req, &m, sizeof(m));
+	memcpy(req + sizeof(m), b->pages + first, npages * 8);
+	r = vgd_cmd(g, VRDMA_CMD_REG_MR, req, (uint32_t)(sizeof(m) + npages * 8), &resp,
+		    sizeof(resp));
+	if (r)
+		return r;
+	*ret = (struct vgd_mr){
+		.handle = resp.mr, .lkey = resp.lkey, .rkey = resp.rkey, .iova = m.iova, .len = len,
+	};
+	return 0;
+}
+
+static int ring_alloc(struct vgd *g, uint32_t log2_slots, unsigned int slot_log2,
+		      struct vgd_ring *ret)
+{
+	uint64_t bytes = VRDMA_RING_DATA + (1ull << (log2_slots + slot_log2));
+	int r;
+
+	*ret = (struct vgd_ring){
+		.npages = (bytes + PAGE - 1) / PAGE, .mask = (1u << log2_slots) - 1,
+		.slot_log2 = slot_log2,
+	};
+	r = vuf_mem_alloc(g->mem, ret->npages * PAGE, PAGE, &ret->gpa);
+	if (r)
+		return r;
+	ret->host = vuf_mem_ptr(g->mem, ret->gpa, ret->npages * PAGE);
+	if (!ret->host)
+		return -EFAULT;
+	/* What the rxe user ABI's provider reads; the device does not. */
+	put_le32(ret->host + VRDMA_RING_LOG2_ELEM, slot_log2);
+	put_le32(ret->host + VRDMA_RING_INDEX_MASK, ret->mask);
+	return 0;
+}
+
+static void put_ring_pages(uint8_t *p, const struct vgd_ring *ring)
+{
+	for (uint64_t i = 0; i < ring->npages; i++)
+		put_le64(p + 8 * i, ring->gpa + i * PAGE);
+}
+
+int vgd_create_cq(struct vgd *g, uint32_t log2_slots, struct vgd_cq *ret)
+{
+	struct vrdma_create_cq_req c = { .log2_slots = log2_slots };
+	struct vrdma_create_cq_resp resp;
+	g_autofree uint8_t *req = NULL;
+	int r = ring_alloc(g, log2_slots, VRDMA_CQE_SLOT_LOG2, &ret->ring);
+
+	if (r)
+		return r;
+	c.npages = (uint32_t)ret->ring.npages;
+	req = g_malloc(sizeof(c) + 8 * ret->ring.npages);
+	memcpy(req, &c, sizeof(c));
+	put_ring_pages(req + sizeof(c), &ret->ring);
+	r = vgd_cmd(g, VRDMA_CMD_CREATE_CQ, req, (uint32_t)(sizeof(c) + 8 * ret->ring.npages), &resp,
+		    sizeof(resp));
+	if (r)
+		return r;
+	ret->handle = resp.cq;
+	ret->capacity = resp.cqe;
+	return 0;
+}
+
+static unsigned int slot_log2_for(uint64_t need)
+{
+	unsigned int l = 6;
+
+	while ((1ull << l) < need)
+		l++;
+	return l;
+}
+
+int vgd_create_qp(struct vgd *g, uint32_t pd, const struct vgd_cq *scq, const struct vgd_cq *rcq,
+		  const struct vgd_qp_caps *caps, struct vgd_qp *ret)
+{
+	unsigned int sq_slot = slot_log2_for(VRDMA_SWQE_BASE_SIZE +
+					     MAX(16ull * caps->max_send_sge, caps->max_inline));
+	unsigned int rq_slot = slot_log2_for(VRDMA_RWQE_BASE_SIZE + 16ull * caps->max_recv_sge);
+	struct vrdma_create_qp_req q;
+	struct vrdma_create_qp_resp resp;
+	g_autofree uint8_t *req = NULL;
+	size_t len;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->caps = *caps;
+	r = ring_alloc(g, caps->sq_log2, sq_slot, &ret->sq);
+	if (!r)
+		r = ring_alloc(g, caps->rq_log2, rq_slot, &ret->rq);
+	if (r)
+		return r;
+	q = (struct vrdma_create_qp_req){
+		.pd = pd, .send_cq = scq->handle, .recv_cq = rcq->handle,
+		.qp_type = VRDMA_QPT_RC, .sq_sig_all = caps->sig_all,
+		.max_send_sge = caps->max_send_sge, .max_recv_sge = caps->max_recv_sge,
+		.max_inline_data = caps->max_inline,
+		.sq_log2_slots = caps->sq_log2, .sq_log2_slot_size = sq_slot,
+		.rq_log2_slots = caps->rq_log2, .rq_log2_slot_size = rq_slot,
+		.sq_npages = (uint32_t)ret->sq.npages, .rq_npages = (uint32_t)ret->rq.npages,
+	};
+	len = sizeof(q) + 8 * (ret->sq.npages + ret->rq.npages);
+	req = g_malloc(len);
+	memcpy(req, &q, sizeof(q));
+	put_ring_pages(req + sizeof(q), &ret->sq);
+	put_ring_pages(req + sizeof(q) + 8 * ret->sq.npages, &ret->rq);
+	r = vgd_cmd(g, VRDMA_CMD_CREATE_QP, req, (uint32_t)len, &resp, sizeof(resp));
+	if (r)
+		return r;
+	ret->handle = resp.qp;
+	ret->qpn = resp.qpn;
+	return 0;
+}
+
+int vgd_modify_qp(struct vgd *g, const struct vgd_qp *qp, uint32_t mask,
+		  const struct vrdma_qp_attr *a)
+{
+	struct vrdma_modify_qp_req m = { .qp = qp->handle, .attr_mask = mask, .attr = *a };
+
+	return vgd_cmd(g, VRDMA_CMD_MODIFY_QP, &m, sizeof(m), NULL, 0);
+}
+
+int vgd_connect_qp(struct vgd *g, const struct vgd_qp *qp, uint32_t remote_qpn,
+		   const uint8_t remote_gid[16], uint8_t sgid_index, uint8_t rnr_retry)
+{
+	struct vrdma_qp_attr a = {
+		.qp_state = VRDMA_QPS_INIT, .port_num = 1,
+		.qp_access_flags = VRDMA_ACCESS_ALL,
+	};
+	int r = vgd_modify_qp(g, qp, VRDMA_QP_STATE | VRDMA_QP_PKEY_INDEX | VRDMA_QP_PORT |
+				     VRDMA_QP_ACCESS_FLAGS, &a);
+
+	if (r)
+		return r;
+	a = (struct vrdma_qp_attr){
+		.qp_state = VRDMA_QPS_RTR, .path_mtu = 3 /* 1024 */, .dest_qp_num = remote_qpn,
+		.rq_psn = 0, .max_dest_rd_atomic = 1, .min_rnr_timer = 1,
+		.ah = { .sgid_index = sgid_index, .hop_limit = 64 },
+	};
+	memcpy(a.ah.dgid, remote_gid, 16);
+	r = vgd_modify_qp(g, qp, VRDMA_QP_STATE | VRDMA_QP_AV | VRDMA_QP_PATH_MTU |
+				 VRDMA_QP_DEST_QPN | VRDMA_QP_RQ_PSN | VRDMA_QP_MAX_DEST_RD_ATOMIC |
+				 VRDMA_QP_MIN_RNR_TIMER, &a);
+	if (r)
+		return r;
+	a = (struct vrdma_qp_attr){
+		.qp_state = VRDMA_QPS_RTS, .sq_psn = 0, .timeout = 14, .retry_cnt = 7,
+		.rnr_retry = rnr_retry, .max_rd_atomic = 1,
+	};
+	return vgd_modify_qp(g, qp, VRDMA_QP_STATE | VRDMA_QP_SQ_PSN | VRDMA_QP_TIMEOUT |
+				    VRDMA_QP_RETRY_CNT | VRDMA_QP_RNR_RETRY | VRDMA_QP_MAX_QP_RD_ATOMIC,
+			     &a);
+}
+
+int vgd_query_gid(struct vgd *g, uint16_t index, struct vrdma_gid_resp *ret)
+{
+	struct vrdma_gid_req q = { .port = 1, .index = index };
+
+	return vgd_cmd(g, VRDMA_CMD_QUERY_GID, &q, sizeof(q), ret, sizeof(*ret));
+}
+
+/* ---- data path ---- */
+
+static uint8_t *ring_slot(struct vgd_ring *r, uint32_t i)
+{
+	return r->host + VRDMA_RING_DATA + ((size_t)(i & r->mask) << r->slot_log2);
+}
+
+static uint32_t ring_index(const struct vgd_ring *r, size_t off)
+{
+	return __atomic_load_n((uint32_t *)(r->host + off), __ATOMIC_ACQUIRE);
+}
+
+static void ring_publish(struct vgd_ring *r, size_t off, uint32_t v)
+{
+	__atomic_store_n((uint32_t *)(r->host + off), v, __ATOMIC_RELEASE);
+}
+
+static bool ring_full(const struct vgd_ring *r)
+{
+	return ((r->prod + 1) & r->mask) == (ring_index(r, VRDMA_RING_CONSUMER) & r->mask);
+}
+
+int vgd_doorbell(struct vgd *g, uint16_t type, uint32_t handle)
+{
+	struct vuf_vq *vq = &g->vq[VRDMA_VQ_DOORBELL];
+	struct vrdma_doorbell db = { .handle = handle, .type = type };
+	uint64_t gpa = g->db_gpa + 8ull * (g->db_next++ % VGD_QUEUE_SIZE);
+	struct vuf_buf b = { .gpa = gpa, .len = sizeof(db) };
+	struct vuf_used u;
+	uint16_t head;
+	int r;
+
+	/* Doorbells come back unwritten: reap them so the queue never fills. */
+	while (vuf_vq_pending_used(vq))
+		vuf_vq_wait_used(vq, 0, &u);
+	memcpy(vuf_mem_ptr(g->mem, gpa, sizeof(db)), &db, sizeof(db));
+	r = vuf_vq_add(vq, &b, 1, false, &head);
+	return r ? r : vuf_vq_kick(vq);
+}
+
+static void write_send_wqe(uint8_t *s, size_t slot_size, const struct vgd_send *w)
+{
+	memset(s, 0, slot_size);
+	put_le64(s + VRDMA_SWQE_WR_ID, w->wr_id);
+	put_le32(s + VRDMA_SWQE_OPCODE, w->opcode);
+	put_le32(s + VRDMA_SWQE_SEND_FLAGS, w->flags);
+	memcpy(s + VRDMA_SWQE_IMM, &w->imm, 4);
+	put_le64(s + VRDMA_SWQE_REMOTE_ADDR, w->remote_addr);
+	if (w->opcode == VRDMA_WR_ATOMIC_CMP_AND_SWP || w->opcode == VRDMA_WR_ATOMIC_FETCH_AND_ADD) {
+		put_le64(s + VRDMA_SWQE_COMPARE_ADD, w->compare_add);
+		put_le64(s + VRDMA_SWQE_SWAP, w->swap);
+		put_le32(s + VRDMA_SWQE_ATOMIC_RKEY, w->rkey);
+	} else {
+		put_le32(s + VRDMA_SWQE_RDMA_RKEY, w->rkey);
+	}
+	if (w->flags & VRDMA_SEND_INLINE) {
+		put_le32(s + VRDMA_SWQE_DMA_LENGTH, w->inline_len);
+		memcpy(s + VRDMA_SWQE_SGE, w->inline_data, w->inline_len);
+		return;
+	}
+	put_le32(s + VRDMA_SWQE_DMA_NUM_SGE, w->num_sge);
+	for (uint32_t i = 0; i < w->num_sge; i++)
+		memcpy(s + VRDMA_SWQE_SGE + 16 * i, &w->sge[i], 16);
+}
+
+int vgd_post_send(struct vgd *g, struct vgd_qp *qp, const struct vgd_send *wr, uint32_t n,
+		  bool ring_db)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (ring_full(&qp->sq))
+			return -ENOSPC;
+		write_send_wqe(ring_slot(&qp->sq, qp->sq.prod), 1u << qp->sq.slot_log2, &wr[i]);
+		qp->sq.prod = (qp->sq.prod + 1) & qp->sq.mask;
+		ring_publish(&qp->sq, VRDMA_RING_PRODUCER, qp->sq.prod);
+	}
+	return ring_db ? vgd_doorbell(g, VRDMA_DB_SQ, qp->handle) : 0;
+}
+
+int vgd_post_send_raw(struct vgd *g, struct vgd_qp *qp, const void *slot, uint32_t len)
+{
+	uint8_t *s;
+
+	if (ring_full(&qp->sq) || len > (1u << qp->sq.slot_log2))
+		return -ENOSPC;
+	s = ring_slot(&qp->sq, qp->sq.prod);
+	memset(s, 0, 1u << qp->sq.slot_log2);
+	memcpy(s, slot, len);
+	qp->sq.prod = (qp->sq.prod + 1) & qp->sq.mask;
+	ring_publish(&qp->sq, VRDMA_RING_PRODUCER, qp->sq.prod);
+	return vgd_doorbell(g, VRDMA_DB_SQ, qp->handle);
+}
+
+int vgd_post_recv(struct vgd *g, struct vgd_qp *qp, const struct vgd_recv *wr, uint32_t n,
+		  bool ring_db)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t *s;
+
+		if (ring_full(&qp->rq))
+			return -ENOSPC;
+		s = ring_slot(&qp->rq, qp->rq.prod);
+		memset(s, 0, 1u << qp->rq.slot_log2);
+		put_le64(s + VRDMA_RWQE_WR_ID, wr[i].wr_id);
+		put_le32(s + VRDMA_RWQE_DMA_NUM_SGE, wr[i].num_sge);
+		for (uint32_t j = 0; j < wr[i].num_sge; j++)
+			memcpy(s + VRDMA_RWQE_SGE + 16 * j, &wr[i].sge[j], 16);
+		qp->rq.prod = (qp->rq.prod + 1) & qp->rq.mask;
+		ring_publish(&qp->rq, VRDMA_RING_PRODUCER, qp->rq.prod);
+	}
+	return ring_db ? vgd_doorbell(g, VRDMA_DB_RQ, qp->handle) : 0;
+}
+
+int vgd_poll_cq(struct vgd *g, struct vgd_cq *cq, struct vrdma_cqe *out, int max)
+{
+	struct vgd_ring *r = &cq->ring;
+	uint32_t prod = ring_index(r, VRDMA_RING_PRODUCER) & r->mask;
+	int n = 0;
+
+	(void)g;
+	while (n < max && r->cons != prod) {
+		memcpy(&out[n++], ring_slot(r, r->cons), sizeof(*out));
+		r->cons = (r->cons + 1) & r->mask;
+		ring_publish(r, VRDMA_RING_CONSUMER, r->cons);
+	}
+	return n;
+}
+
+int vgd_wait_cq(struct vgd *g, struct vgd_cq *cq, struct vrdma_cqe *out, int n, int timeout_ms,
+		int *ret_got)
+{
+	uint64_t deadline = monotonic_ns() + (uint64_t)timeout_ms * 1000000ull;
+	struct timespec nap = { .tv_nsec = 100000 };
+	int got = 0;
+
+	for (;;) {
+		got += vgd_poll_cq(g, cq, out + got, n - got);
+		if (ret_got)
+			*ret_got = got;
+		if (got == n)
+			return 0;
+		if (monotonic_ns() >= deadline)
+			return -ETIMEDOUT;
+		nanosleep(&nap, NULL);
+	}
+}
+
+int vgd_arm_cq(struct vgd *g, struct vgd_cq *cq, bool solicited)
+{
+	return vgd_doorbell(g, solicited ? VRDMA_DB_CQ_ARM_SOLICITED : VRDMA_DB_CQ_ARM, cq->handle);
+}
+
+int vgd_wait_event(struct vgd *g, int timeout_ms, struct vrdma_event *ret)
+{
+	struct vuf_vq *vq = &g->vq[VRDMA_VQ_EVENT];
+	struct vuf_used u;
+	uint64_t gpa;
+	int r;
+
+	while (g->ev_next >= g->ev_npending) {
+		uint16_t buf;
+
+		r = vuf_vq_wait_used(vq, timeout_ms, &u);
+		if (r)
+			return r;
+		if (u.len % sizeof(struct vrdma_event) || u.len > VGD_EV_BUF_SIZE)
+			return -EPROTO;
+		buf = g->ev_buf_of_head[u.id % VGD_QUEUE_SIZE];
+		gpa = g->ev_gpa + (uint64_t)buf * VGD_EV_BUF_SIZE;
+		memcpy(g->ev_pending, vuf_mem_ptr(g->mem, gpa, u.len), u.len);
+		g->ev_npending = u.len / sizeof(struct vrdma_event);
+		g->ev_next = 0;
+		r = post_event_buffer(g, buf);
+		if (r)
+			return r;
+	}
+	*ret = g->ev_pending[g->ev_next++];
+	return 0;
+}
+
+int vgd_stop(struct vgd *g)
+{
+	uint32_t base;
+	int r = 0;
+
+	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++)
+		r = vuf_vq_stop(&g->vq[i], &base);
+	return r;
+}

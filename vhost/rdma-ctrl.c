@@ -1,0 +1,672 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The control virtqueue: one command per element, executed in order on
+ * the tenant's host function.  Requests are checked by rdma-check.c; here
+ * handles become objects of this connection only, quotas are charged, and
+ * each guest object becomes a real host object (PD, MR, CQ, QP).  The room
+ * for the response is checked before a command runs, so a created object
+ * is never lost for want of a place to report it.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "rdma-internal.h"
+#include "util.h"
+
+union rdma_resp {
+	struct vrdma_device_attr dev;
+	struct vrdma_port_attr port;
+	struct vrdma_gid_resp gid;
+	struct vrdma_handle handle;
+	struct vrdma_reg_mr_resp mr;
+	struct vrdma_create_cq_resp cq;
+	struct vrdma_create_qp_resp qp;
+	struct vrdma_qp_attr qp_attr;
+};
+
+typedef int (*rdma_cmd_fn)(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp);
+
+static int host_status(int err)
+{
+	switch (err) {
+	case EINVAL: return VRDMA_EINVAL;
+	case ENOMEM: return VRDMA_ENOMEM;
+	case EFAULT: return VRDMA_EFAULT;
+	case EBUSY: return VRDMA_EBUSY;
+	case EOPNOTSUPP: return VRDMA_EOPNOTSUPP;
+	default: return VRDMA_EIO;
+	}
+}
+
+/* ---- queries ---- */
+
+static int cmd_query_device(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	const struct rdma_shared *sh = d->sh;
+	const struct ibv_device_attr *a = &sh->attr;
+	struct vrdma_device_attr *o = &resp->dev;
+
+	if (rq->len)
+		return VRDMA_EINVAL;
+	*o = (struct vrdma_device_attr){
+		.fw_ver = 1,
+		.node_guid = a->node_guid,
+		.sys_image_guid = a->sys_image_guid,
+		.max_mr_size = sh->lim.max_mr_size,
+		.page_size_cap = 1u << 12 | 1u << 21,
+		.vendor_id = 0x1af4, /* virtio */
+		.vendor_part_id = VIRTIO_ID_RDMA,
+		.hw_ver = 1,
+		.max_qp = MIN((uint32_t)a->max_qp, sh->limit.qps),
+		.max_qp_wr = sh->lim.max_qp_wr,
+		.device_cap_flags = a->device_cap_flags & IBV_DEVICE_RC_RNR_NAK_GEN,
+		.max_send_sge = sh->lim.max_send_sge,
+		.max_recv_sge = sh->lim.max_recv_sge,
+		.max_cq = MIN((uint32_t)a->max_cq, sh->limit.cqs),
+		.max_cqe = sh->lim.max_cqe,
+		.max_mr = MIN((uint32_t)a->max_mr, sh->limit.mrs),
+		.max_pd = MIN((uint32_t)a->max_pd, sh->limit.pds),
+		.max_qp_rd_atom = sh->lim.max_rd_atom,
+		.max_qp_init_rd_atom = sh->lim.max_rd_atom,
+		.max_inline_data = sh->lim.max_inline,
+		.atomic_cap = sh->lim.atomics ? 1 : 0,
+		.phys_port_cnt = 1,
+	};
+	return VRDMA_OK;
+}
+
+static int cmd_query_port(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct ibv_port_attr p;
+	int r = rdma_check_port(rq);
+
+	if (r)
+		return r;
+	r = ibv_query_port(d->sh->ctx, 1, &p);
+	if (r)
+		return host_status(r);
+	resp->port = (struct vrdma_port_attr){
+		.state = p.state,
+		.max_mtu = p.max_mtu,
+		.active_mtu = p.active_mtu,
+		.gid_tbl_len = MIN((uint32_t)p.gid_tbl_len, d->sh->lim.gid_tbl_len),
+		.port_cap_flags = 0,
+		.max_msg_sz = MIN(p.max_msg_sz, RDMA_MAX_MSG),
+		.pkey_tbl_len = 1,
+		.active_width = p.active_width,
+		.active_speed = p.active_speed,
+		.phys_state = p.phys_state,
+		.link_layer = IBV_LINK_LAYER_ETHERNET,
+	};
+	return VRDMA_OK;
+}
+
+static int cmd_query_gid(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct ibv_gid_entry e;
+	uint16_t index;
+	int r = rdma_check_gid(rq, &d->sh->lim, &index);
+
+	if (r)
+		return r;
+	memset(&resp->gid, 0, sizeof(resp->gid));
+	r = ibv_query_gid_ex(d->sh->ctx, 1, index, &e, 0);
+	if (r == ENODATA || r == -ENODATA)
+		return VRDMA_OK; /* an empty entry: type 0 */
+	if (r)
+		return host_status(r < 0 ? -r : r);
+	memcpy(resp->gid.gid, e.gid.raw, 16);
+	resp->gid.type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? VRDMA_GID_ROCE_V2 : VRDMA_GID_ROCE_V1;
+	return VRDMA_OK;
+}
+
+/* ---- PD ---- */
+
+static int cmd_create_pd(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct rdma_shared *sh = d->sh;
+	g_autofree struct rdma_pd *pd = NULL;
+
+	if (rq->len)
+		return VRDMA_EINVAL;
+	if (sh->used.pds >= sh->limit.pds)
+		return VRDMA_ENOSPC;
+	pd = g_new0(struct rdma_pd, 1);
+	pd->pd = ibv_alloc_pd(sh->ctx);
+	if (!pd->pd)
+		return host_status(errno);
+	pd->handle = rdma_table_add(&d->pds, pd, UINT32_MAX);
+	if (!pd->handle) {
+		ibv_dealloc_pd(pd->pd);
+		return VRDMA_ENOSPC;
+	}
+	sh->used.pds++;
+	resp->handle = (struct vrdma_handle){ .handle = pd->handle };
+	g_steal_pointer(&pd);
+	return VRDMA_OK;
+}
+
+static void pd_destroy(struct rdma_dev *d, struct rdma_pd *pd)
+{
+	ibv_dealloc_pd(pd->pd);
+	rdma_table_del(&d->pds, pd->handle);
+	d->sh->used.pds--;
+	g_free(pd);
+}
+
+static int cmd_destroy_pd(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct rdma_pd *pd;
+	uint32_t h;
+	int r = rdma_check_handle(rq, &h);
+
+	(void)resp;
+	if (r)
+		return r;
+	pd = rdma_table_get(&d->pds, h);
+	if (!pd)
+		return VRDMA_ENOENT;
+	if (pd->users)
+		return VRDMA_EBUSY;
+	pd_destroy(d, pd);
+	return VRDMA_OK;
+}
+
+/* ---- MR ---- */
+
+static int mr_register(struct rdma_dev *d, struct rdma_mr *mr, struct rdma_request *rq,
+		       const struct vrdma_reg_mr_req *m)
+{
+	g_autofree uint64_t *pages = rdma_request_pages(rq, 0, rq->npages);
+	int r = vu_pages_map(d->vu, pages, rq->npages, m->page_shift, false, &mr->pages);
+
+	if (r < 0)
+		return r == -EFAULT || r == -EINVAL ? VRDMA_EFAULT : host_status(-r);
+	/* Keyed at the guest's own virtual address: the host device checks
+	 * every access against the guest's view of its buffer. */
+	mr->mr = ibv_reg_mr_iova(mr->pd->pd, mr->pages->addr + mr->first_offset, m->length, m->iova,
+				 (int)m->access);
+	if (!mr->mr) {
+		r = errno;
+		vu_pages_unmap(g_steal_pointer(&mr->pages));
+		return host_status(r);
+	}
+	return VRDMA_OK;
+}
+
+static int cmd_reg_mr(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct rdma_shared *sh = d->sh;
+	g_autofree struct rdma_mr *mr = NULL;
+	struct vrdma_reg_mr_req m;
+	int r = rdma_check_reg_mr(rq, &sh->lim, &m);
+
+	if (r)
+		return r;
+	mr = g_new0(struct rdma_mr, 1);
+	mr->pd = rdma_table_get(&d->pds, m.pd);
+	if (!mr->pd)
+		return VRDMA_ENOENT;
+	if (sh->used.mrs >= sh->limit.mrs || m.length > sh->limit.pinned_bytes - sh->used.pinned_bytes)
+		return VRDMA_ENOSPC;
+	mr->iova = m.iova;
+	mr->length = m.length;
+	mr->access = m.access;
+	mr->first_offset = m.iova & ((1ull << m.page_shift) - 1);
+	r = mr_register(d, mr, rq, &m);
+	if (r)
+		return r;
+	mr->handle = rdma_table_add(&d->mrs, mr, UINT32_MAX);
+	if (!mr->handle) {
+		ibv_dereg_mr(mr->mr);
+		vu_pages_unmap(mr->pages);
+		return VRDMA_ENOSPC;
+	}
+	sh->used.mrs++;
+	sh->used.pinned_bytes += m.length;
+	mr->pd->users++;
+	g_hash_table_insert(d->mr_by_lkey, GUINT_TO_POINTER(mr->mr->lkey), mr);
+	resp->mr = (struct vrdma_reg_mr_resp){
+		.mr = mr->handle,
+		.lkey = mr->mr->lkey,
+		.rkey = m.access & ~(uint32_t)VRDMA_ACCESS_LOCAL_WRITE ? mr->mr->rkey : 0,
+	};
+	g_steal_pointer(&mr);
+	return VRDMA_OK;
+}
+
+/* Lets go of the host registration and the mapping; the handle lives on
+ * until the guest deregisters (after its memory vanished, say). */
+void rdma_mr_release(struct rdma_dev *d, struct rdma_mr *mr)
+{
+	if (!mr->mr)
+		return;
+	g_hash_table_remove(d->mr_by_lkey, GUINT_TO_POINTER(mr->mr->lkey));
+	ibv_dereg_mr(mr->mr);
+	mr->mr = NULL;
+	vu_pages_unmap(g_steal_pointer(&mr->pages));
+}
+
+static void mr_destroy(struct rdma_dev *d, struct rdma_mr *mr)
+{
+	rdma_mr_release(d, mr);
+	rdma_table_del(&d->mrs, mr->handle);
+	d->sh->used.mrs--;
+	d->sh->used.pinned_bytes -= mr->length;
+	mr->pd->users--;
+	g_free(mr);
+}
+
+static int cmd_dereg_mr(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct rdma_mr *mr;
+	uint32_t h;
+	int r = rdma_check_handle(rq, &h);
+
+	(void)resp;
+	if (r)
+		return r;
+	mr = rdma_table_get(&d->mrs, h);
+	if (!mr)
+		return VRDMA_ENOENT;
+	mr_destroy(d, mr);
+	return VRDMA_OK;
+}
+
+/* ---- CQ ---- */
+
+static int cmd_create_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct rdma_shared *sh = d->sh;
+	g_autofree struct rdma_cq *cq = NULL;
+	g_autofree uint64_t *pages = NULL;
+	struct vrdma_create_cq_req c;
+	int r = rdma_check_create_cq(rq, &sh->lim, &c);
+	int host_cqe;
+
+	if (r)
+		return r;
+	if (sh->used.cqs >= sh->limit.cqs)
+		return VRDMA_ENOSPC;
+	cq = g_new0(struct rdma_cq, 1);
+	pages = rdma_request_pages(rq, 0, rq->npages);
+	r = rdma_ring_init(d, &cq->ring, pages, rq->npages, c.log2_slots, VRDMA_CQE_SLOT_LOG2);
+	if (r)
+		return r;
+	cq->capacity = cq->ring.mask;
+	/* Room for the completions the device asks for on its own, too. */
+	host_cqe = (int)MIN(2ull * cq->capacity, (uint64_t)sh->attr.max_cqe);
+	cq->cq = ibv_create_cq(sh->ctx, host_cqe, cq, d->chan, 0);
+	if (!cq->cq || ibv_req_notify_cq(cq->cq, 0)) {
+		r = host_status(errno);
+		if (cq->cq)
+			ibv_destroy_cq(cq->cq);
+		rdma_ring_fini(&cq->ring);
+		return r;
+	}
+	cq->handle = rdma_table_add(&d->cqs, cq, UINT32_MAX);
+	if (!cq->handle) {
+		ibv_destroy_cq(cq->cq);
+		rdma_ring_fini(&cq->ring);
+		return VRDMA_ENOSPC;
+	}
+	sh->used.cqs++;
+	resp->cq = (struct vrdma_create_cq_resp){ .cq = cq->handle, .cqe = cq->capacity };
+	g_steal_pointer(&cq);
+	return VRDMA_OK;
+}
+
+static void cq_destroy(struct rdma_dev *d, struct rdma_cq *cq)
+{
+	ibv_destroy_cq(cq->cq);
+	rdma_ring_fini(&cq->ring);
+	rdma_table_del(&d->cqs, cq->handle);
+	d->sh->used.cqs--;
+	g_free(cq);
+}
+
+static int cmd_destroy_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct rdma_cq *cq;
+	uint32_t h;
+	int r = rdma_check_handle(rq, &h);
+
+	(void)resp;
+	if (r)
+		return r;
+	cq = rdma_table_get(&d->cqs, h);
+	if (!cq)
+		return VRDMA_ENOENT;
+	if (cq->users)
+		return VRDMA_EBUSY;
+	cq_destroy(d, cq);
+	return VRDMA_OK;
+}
+
+/* ---- QP ---- */
+
+static void qp_free(struct rdma_qp *qp)
+{
+	if (qp->qp)
+		ibv_destroy_qp(qp->qp);
+	rdma_ring_fini(&qp->sq.ring);
+	rdma_ring_fini(&qp->rq.ring);
+	rdma_wq_fini(&qp->sq);
+	rdma_wq_fini(&qp->rq);
+	g_free(qp);
+}
+
+static int qp_rings(struct rdma_dev *d, struct rdma_qp *qp, struct rdma_request *rq,
+		    const struct vrdma_create_qp_req *q)
+{
+	g_autofree uint64_t *sq_pages = rdma_request_pages(rq, 0, q->sq_npages);
+	g_autofree uint64_t *rq_pages = rdma_request_pages(rq, q->sq_npages, q->rq_npages);
+	int r = rdma_ring_init(d, &qp->sq.ring, sq_pages, q->sq_npages, q->sq_log2_slots,
+			       q->sq_log2_slot_size);
+
+	if (!r)
+		r = rdma_ring_init(d, &qp->rq.ring, rq_pages, q->rq_npages, q->rq_log2_slots,
+				   q->rq_log2_slot_size);
+	if (!r)
+		r = rdma_wq_init(&qp->sq, q->max_send_sge);
+	if (!r)
+		r = rdma_wq_init(&qp->rq, q->max_recv_sge);
+	return r;
+}
+
+static int qp_create_host(struct rdma_qp *qp, const struct vrdma_create_qp_req *q)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_context = qp,
+		.send_cq = qp->scq->cq,
+		.recv_cq = qp->rcq->cq,
+		.cap = {
+			.max_send_wr = qp->sq.ring.mask,
+			.max_recv_wr = qp->rq.ring.mask,
+			.max_send_sge = q->max_send_sge,
+			.max_recv_sge = q->max_recv_sge,
+			.max_inline_data = q->max_inline_data,
+		},
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0, /* the device signals what the guest asks for */
+	};
+
+	qp->qp = ibv_create_qp(qp->pd->pd, &init);
+	if (!qp->qp)
+		return host_status(errno);
+	qp->qpn = qp->qp->qp_num;
+	return VRDMA_OK;
+}
+
+static int cmd_create_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct rdma_shared *sh = d->sh;
+	struct vrdma_create_qp_req q;
+	struct rdma_qp *qp;
+	uint64_t wrs;
+	int r = rdma_check_create_qp(rq, &sh->lim, &q);
+
+	if (r)
+		return r;
+	qp = g_new0(struct rdma_qp, 1);
+	qp->pd = rdma_table_get(&d->pds, q.pd);
+	qp->scq = rdma_table_get(&d->cqs, q.send_cq);
+	qp->rcq = rdma_table_get(&d->cqs, q.recv_cq);
+	wrs = (1ull << q.sq_log2_slots) + (1ull << q.rq_log2_slots) - 2;
+	if (!qp->pd || !qp->scq || !qp->rcq)
+		r = VRDMA_ENOENT;
+	else if (sh->used.qps >= sh->limit.qps || wrs > sh->limit.wrs - sh->used.wrs)
+		r = VRDMA_ENOSPC;
+	if (!r)
+		r = qp_rings(d, qp, rq, &q);
+	if (!r)
+		r = qp_create_host(qp, &q);
+	if (!r) {
+		qp->handle = rdma_table_add(&d->qps, qp, UINT32_MAX);
+		r = qp->handle ? VRDMA_OK : VRDMA_ENOSPC;
+	}
+	if (r) {
+		qp_free(qp);
+		return r;
+	}
+	qp->max_inline = q.max_inline_data;
+	qp->sig_all = q.sq_sig_all;
+	qp->wrs = wrs;
+	qp->state = VRDMA_QPS_RESET;
+	qp->pd->users++;
+	qp->scq->users++;
+	qp->rcq->users++;
+	sh->used.qps++;
+	sh->used.wrs += wrs;
+	g_hash_table_insert(d->qp_by_qpn, GUINT_TO_POINTER(qp->qpn), qp);
+	resp->qp = (struct vrdma_create_qp_resp){
+		.qp = qp->handle, .qpn = qp->qpn,
+		.max_send_wr = qp->sq.ring.mask, .max_recv_wr = qp->rq.ring.mask,
+		.max_send_sge = q.max_send_sge, .max_recv_sge = q.max_recv_sge,
+		.max_inline_data = q.max_inline_data,
+	};
+	rdma_poll_timer_update(d);
+	return VRDMA_OK;
+}
+
+static void qp_destroy(struct rdma_dev *d, struct rdma_qp *qp)
+{
+	g_hash_table_remove(d->qp_by_qpn, GUINT_TO_POINTER(qp->qpn));
+	rdma_table_del(&d->qps, qp->handle);
+	qp->pd->users--;
+	qp->scq->users--;
+	qp->rcq->users--;
+	d->sh->used.qps--;
+	d->sh->used.wrs -= qp->wrs;
+	qp_free(qp);
+	rdma_poll_timer_update(d);
+}
+
+static int cmd_destroy_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct rdma_qp *qp;
+	uint32_t h;
+	int r = rdma_check_handle(rq, &h);
+
+	(void)resp;
+	if (r)
+		return r;
+	qp = rdma_table_get(&d->qps, h);
+	if (!qp)
+		return VRDMA_ENOENT;
+	qp_destroy(d, qp);
+	return VRDMA_OK;
+}
+
+static void attr_to_host(const struct vrdma_qp_attr *a, struct ibv_qp_attr *h)
+{
+	*h = (struct ibv_qp_attr){
+		.qp_state = a->qp_state,
+		.cur_qp_state = a->cur_qp_state,
+		.path_mtu = a->path_mtu,
+		.qkey = a->qkey,
+		.rq_psn = a->rq_psn,
+		.sq_psn = a->sq_psn,
+		.dest_qp_num = a->dest_qp_num,
+		.qp_access_flags = a->qp_access_flags,
+		.pkey_index = a->pkey_index,
+		.port_num = 1,
+		.max_rd_atomic = a->max_rd_atomic,
+		.max_dest_rd_atomic = a->max_dest_rd_atomic,
+		.min_rnr_timer = a->min_rnr_timer,
+		.timeout = a->timeout,
+		.retry_cnt = a->retry_cnt,
+		.rnr_retry = a->rnr_retry,
+		.ah_attr = {
+			.is_global = 1,
+			.port_num = 1,
+			.sl = a->ah.sl,
+			.grh = {
+				.flow_label = a->ah.flow_label,
+				.sgid_index = a->ah.sgid_index,
+				.hop_limit = a->ah.hop_limit,
+				.traffic_class = a->ah.traffic_class,
+			},
+		},
+	};
+	memcpy(h->ah_attr.grh.dgid.raw, a->ah.dgid, 16);
+}
+
+static int cmd_modify_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct vrdma_modify_qp_req m;
+	struct ibv_qp_attr attr;
+	struct rdma_qp *qp;
+	int r = rdma_check_modify_qp(rq, &d->sh->lim, &m);
+
+	(void)resp;
+	if (r)
+		return r;
+	qp = rdma_table_get(&d->qps, m.qp);
+	if (!qp)
+		return VRDMA_ENOENT;
+	attr_to_host(&m.attr, &attr);
+	r = ibv_modify_qp(qp->qp, &attr, (int)m.attr_mask);
+	if (r)
+		return host_status(r);
+	if (m.attr_mask & VRDMA_QP_STATE) {
+		qp->state = m.attr.qp_state;
+		if (qp->state == VRDMA_QPS_RESET)
+			rdma_qp_rings_reset(d, qp);
+	}
+	rdma_rq_fill(d, qp);
+	return VRDMA_OK;
+}
+
+static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr h;
+	struct vrdma_qp_attr *a = &resp->qp_attr;
+	struct rdma_qp *qp;
+	uint32_t handle;
+	int r = rdma_check_handle(rq, &handle);
+
+	if (r)
+		return r;
+	qp = rdma_table_get(&d->qps, handle);
+	if (!qp)
+		return VRDMA_ENOENT;
+	r = ibv_query_qp(qp->qp, &h, (int)VRDMA_QP_ATTR_SUPPORTED, &init);
+	if (r)
+		return host_status(r);
+	*a = (struct vrdma_qp_attr){
+		.qp_state = h.qp_state,
+		.cur_qp_state = h.cur_qp_state,
+		.path_mtu = h.path_mtu,
+		.qkey = h.qkey,
+		.rq_psn = h.rq_psn,
+		.sq_psn = h.sq_psn,
+		.dest_qp_num = h.dest_qp_num,
+		.qp_access_flags = (uint32_t)h.qp_access_flags & VRDMA_ACCESS_ALL,
+		.pkey_index = h.pkey_index,
+		.port_num = 1,
+		.max_rd_atomic = h.max_rd_atomic,
+		.max_dest_rd_atomic = h.max_dest_rd_atomic,
+		.min_rnr_timer = h.min_rnr_timer,
+		.timeout = h.timeout,
+		.retry_cnt = h.retry_cnt,
+		.rnr_retry = h.rnr_retry,
+		.ah = {
+			.flow_label = h.ah_attr.grh.flow_label,
+			.sgid_index = h.ah_attr.grh.sgid_index,
+			.hop_limit = h.ah_attr.grh.hop_limit,
+			.traffic_class = h.ah_attr.grh.traffic_class,
+			.sl = h.ah_attr.sl,
+		},
+	};
+	memcpy(a->ah.dgid, h.ah_attr.grh.dgid.raw, 16);
+	return VRDMA_OK;
+}
+
+/* ---- dispatch ---- */
+
+static const struct {
+	rdma_cmd_fn run;
+	uint32_t resp_size;
+} commands[VRDMA_CMD_MAX + 1] = {
+	[VRDMA_CMD_QUERY_DEVICE] = { cmd_query_device, sizeof(struct vrdma_device_attr) },
+	[VRDMA_CMD_QUERY_PORT] = { cmd_query_port, sizeof(struct vrdma_port_attr) },
+	[VRDMA_CMD_QUERY_GID] = { cmd_query_gid, sizeof(struct vrdma_gid_resp) },
+	[VRDMA_CMD_CREATE_PD] = { cmd_create_pd, sizeof(struct vrdma_handle) },
+	[VRDMA_CMD_DESTROY_PD] = { cmd_destroy_pd, 0 },
+	[VRDMA_CMD_REG_MR] = { cmd_reg_mr, sizeof(struct vrdma_reg_mr_resp) },
+	[VRDMA_CMD_DEREG_MR] = { cmd_dereg_mr, 0 },
+	[VRDMA_CMD_CREATE_CQ] = { cmd_create_cq, sizeof(struct vrdma_create_cq_resp) },
+	[VRDMA_CMD_DESTROY_CQ] = { cmd_destroy_cq, 0 },
+	[VRDMA_CMD_CREATE_QP] = { cmd_create_qp, sizeof(struct vrdma_create_qp_resp) },
+	[VRDMA_CMD_MODIFY_QP] = { cmd_modify_qp, 0 },
+	[VRDMA_CMD_QUERY_QP] = { cmd_query_qp, sizeof(struct vrdma_qp_attr) },
+	[VRDMA_CMD_DESTROY_QP] = { cmd_destroy_qp, 0 },
+};
+
+/* Runs one element; returns the bytes written into its response part. */
+static uint32_t run_command(struct rdma_dev *d, struct vq_elem *e)
+{
+	struct vrdma_resp_hdr hdr = { .status = VRDMA_EINVAL };
+	union rdma_resp resp;
+	g_autofree uint8_t *req = NULL;
+	struct rdma_request rq;
+	uint32_t resp_size = 0;
+
+	if (e->in_len < sizeof(hdr))
+		return 0; /* nowhere to say anything */
+	memset(&resp, 0, sizeof(resp));
+	if (e->out_len > RDMA_MAX_REQUEST) {
+		hdr.status = VRDMA_E2BIG;
+		goto reply;
+	}
+	req = g_malloc(e->out_len ? e->out_len : 1);
+	vq_iov_to_buf(e->out, e->out_num, 0, req, e->out_len);
+	hdr.status = (uint32_t)rdma_check_header(req, e->out_len, &rq);
+	if (hdr.status)
+		goto reply;
+	resp_size = commands[rq.opcode].resp_size;
+	if (e->in_len - sizeof(hdr) < resp_size) {
+		hdr.status = VRDMA_EINVAL;
+		goto reply;
+	}
+	hdr.status = (uint32_t)commands[rq.opcode].run(d, &rq, &resp);
+reply:
+	if (hdr.status)
+		resp_size = 0; /* a failed command says nothing more */
+	vq_buf_to_iov(e->in, e->in_num, 0, &hdr, sizeof(hdr));
+	vq_buf_to_iov(e->in, e->in_num, sizeof(hdr), &resp, resp_size);
+	return (uint32_t)sizeof(hdr) + resp_size;
+}
+
+void rdma_ctrl_kick(struct rdma_dev *d, struct vu_vq *vq)
+{
+	unsigned int done = 0;
+	struct vq_elem *e;
+
+	while (done < VQ_BUDGET && vq_pop(vq, &e) > 0) {
+		vq_push(vq, e, run_command(d, e));
+		done++;
+	}
+	if (done)
+		vq_notify(vq);
+	if (done == VQ_BUDGET)
+		vq_kick_self(vq);
+	rdma_flush_events(d);
+}
+
+/* Reverse order of dependence: nothing stays on the host function. */
+void rdma_destroy_all(struct rdma_dev *d)
+{
+	void *o;
+
+	while ((o = rdma_table_any(&d->qps)))
+		qp_destroy(d, o);
+	while ((o = rdma_table_any(&d->cqs)))
+		cq_destroy(d, o);
+	while ((o = rdma_table_any(&d->mrs)))
+		mr_destroy(d, o);
+	while ((o = rdma_table_any(&d->pds)))
+		pd_destroy(d, o);
+}

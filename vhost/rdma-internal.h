@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The paravirtual RDMA device (docs/virtio-rdma.md), private to vhost/.
+ *
+ * rdma-check.c  every guest byte: control requests and WQEs, decoded and
+ *               checked once, with no verbs and no guest memory (unit-tested)
+ * rdma-table.c  handles: per connection, generation-tagged, never pointers
+ * rdma-ctrl.c   the control virtqueue: commands on the host function
+ * rdma-data.c   rings, doorbells, completions and events
+ * rdma.c        the device type: the tenant's function, quotas, instances
+ */
+#ifndef VRDMA_RDMA_INTERNAL_H
+#define VRDMA_RDMA_INTERNAL_H
+
+#include <glib.h>
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rdma-wire.h"
+#include "vu.h"
+
+/* ---- limits the device advertises (clamped further by the host) ---- */
+
+#define RDMA_MAX_MR_SIZE (4ull << 30)
+#define RDMA_MAX_SGE 32u
+#define RDMA_MAX_INLINE 256u
+#define RDMA_MAX_LOG2_SLOTS 14u /* 16384 slots: 16383 WRs or CQEs */
+#define RDMA_MIN_SLOT_LOG2 6u
+#define RDMA_MAX_SLOT_LOG2 12u
+#define RDMA_MAX_MSG (1u << 31)
+/* A control request: REG_MR of RDMA_MAX_MR_SIZE in 4 KiB pages, plus slack. */
+#define RDMA_MAX_REQUEST ((RDMA_MAX_MR_SIZE >> 12) * 8 + 4096)
+
+/* ---- decoded, checked requests (rdma-check.c) ---- */
+
+struct rdma_limits {
+	uint64_t max_mr_size;
+	uint32_t max_qp_wr;
+	uint32_t max_cqe;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline;
+	uint32_t gid_tbl_len;
+	uint8_t max_rd_atom;
+	bool atomics;
+};
+
+/* A request's fixed part and, where it has one, its page list. */
+struct rdma_request {
+	uint16_t opcode;
+	const uint8_t *payload; /* after the header */
+	size_t len;
+	const uint8_t *pages; /* REG_MR, CREATE_CQ, CREATE_QP: le64 each, unaligned */
+	uint64_t npages;
+};
+
+/* The page list as an array (g_free it), from page first, n of them. */
+uint64_t *rdma_request_pages(const struct rdma_request *rq, uint64_t first, uint64_t n);
+
+int rdma_check_header(const uint8_t *buf, size_t len, struct rdma_request *ret);
+/* Each returns 0 or a positive vrdma_status. */
+/* These three also set rq->pages and rq->npages. */
+int rdma_check_reg_mr(struct rdma_request *rq, const struct rdma_limits *lim,
+		      struct vrdma_reg_mr_req *ret);
+int rdma_check_create_cq(struct rdma_request *rq, const struct rdma_limits *lim,
+			 struct vrdma_create_cq_req *ret);
+int rdma_check_create_qp(struct rdma_request *rq, const struct rdma_limits *lim,
+			 struct vrdma_create_qp_req *ret);
+int rdma_check_modify_qp(const struct rdma_request *rq, const struct rdma_limits *lim,
+			 struct vrdma_modify_qp_req *ret);
+int rdma_check_handle(const struct rdma_request *rq, uint32_t *ret);
+int rdma_check_gid(const struct rdma_request *rq, const struct rdma_limits *lim,
+		   uint16_t *ret_index);
+int rdma_check_port(const struct rdma_request *rq);
+/* Bytes of a ring of 1 << log2_slots slots of 1 << slot_log2 bytes. */
+uint64_t rdma_ring_bytes(uint32_t log2_slots, uint32_t slot_log2);
+
+/* A send WQE as the device posts it. */
+struct rdma_send_wqe {
+	uint64_t wr_id;
+	uint32_t opcode; /* vrdma_wr_opcode */
+	uint32_t flags;  /* vrdma_send_flags */
+	uint32_t imm;    /* as found (network order) */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add;
+	uint64_t swap;
+	uint32_t length;
+	uint32_t num_sge;
+	const struct vrdma_sge *sge; /* into the caller's copy of the slot */
+	const uint8_t *inline_data;  /* same */
+};
+
+struct rdma_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	const struct vrdma_sge *sge;
+};
+
+struct rdma_wq_caps {
+	uint32_t slot_size;
+	uint32_t max_sge;
+	uint32_t max_inline;
+	bool atomics;
+};
+
+/* slot: the caller's private copy of one slot.  0 or an IB_WC_* status. */
+int rdma_parse_send_wqe(const uint8_t *slot, const struct rdma_wq_caps *caps,
+			struct rdma_send_wqe *ret);
+int rdma_parse_recv_wqe(const uint8_t *slot, const struct rdma_wq_caps *caps,
+			struct rdma_recv_wqe *ret);
+
+/* IB_WC_* statuses the device itself produces. */
+enum {
+	RDMA_WC_SUCCESS = 0,
+	RDMA_WC_LOC_LEN_ERR = 1,
+	RDMA_WC_LOC_QP_OP_ERR = 2,
+	RDMA_WC_LOC_PROT_ERR = 4,
+	RDMA_WC_WR_FLUSH_ERR = 5,
+};
+
+/* ---- handles (rdma-table.c) ---- */
+
+#define RDMA_HANDLE_INDEX_BITS 20
+#define RDMA_TABLE_MAX ((1u << RDMA_HANDLE_INDEX_BITS) - 1)
+
+struct rdma_table {
+	void **obj;
+	uint16_t *gen;
+	uint32_t cap;
+	uint32_t count;
+	uint32_t hint; /* where the next free slot is looked for */
+};
+
+/* The new object's handle, or 0 when the table holds limit objects. */
+uint32_t rdma_table_add(struct rdma_table *t, void *obj, uint32_t limit);
+void *rdma_table_get(const struct rdma_table *t, uint32_t handle);
+void rdma_table_del(struct rdma_table *t, uint32_t handle);
+/* Any object, for teardown; NULL when empty. */
+void *rdma_table_any(const struct rdma_table *t);
+void rdma_table_free(struct rdma_table *t);
+
+/* ---- objects ---- */
+
+struct rdma_quota {
+	uint32_t pds, mrs, cqs, qps;
+	uint64_t pinned_bytes;
+	uint64_t wrs; /* work requests the QPs' rings can hold */
+};
+
+/* The tenant's function, shared by every connection of this daemon. */
+struct rdma_shared {
+	struct ibv_context *ctx;
+	struct ibv_device_attr attr;
+	struct ibv_port_attr port;
+	struct rdma_limits lim;
+	struct rdma_quota limit; /* per tenant */
+	struct rdma_quota used;
+	uint32_t generation;
+};
+
+struct rdma_pd {
+	uint32_t handle;
+	struct ibv_pd *pd;
+	unsigned int users; /* MRs and QPs */
+};
+
+struct rdma_mr {
+	uint32_t handle;
+	struct rdma_pd *pd;
+	struct ibv_mr *mr;
+	struct vu_pages *pages;
+	uint64_t iova;
+	uint64_t length;
+	uint64_t first_offset; /* of iova in the first page */
+	uint32_t access;
+};
+
+/* A ring in guest memory, rxe's layout; positions are the device's own. */
+struct rdma_ring {
+	struct vu_pages *pages;
+	uint32_t mask;
+	unsigned int slot_log2;
+};
+
+struct rdma_cq {
+	uint32_t handle;
+	struct ibv_cq *cq;
+	struct rdma_ring ring;
+	uint32_t prod;
+	uint32_t capacity;
+	unsigned int users; /* QPs */
+	uint16_t arm;       /* 0, VRDMA_DB_CQ_ARM or VRDMA_DB_CQ_ARM_SOLICITED */
+	bool event_pending;
+	bool dead;          /* overrun */
+};
+
+/* What the device remembers of a WQE it posted: the guest may rewrite
+ * the slot at any time, so completions never read it again. */
+struct rdma_shadow {
+	uint64_t wr_id;
+	uint8_t opcode;
+	bool report; /* the guest asked for a completion */
+	uint8_t num_sge;
+	struct vrdma_sge sge[]; /* sized by the queue's max_sge */
+};
+
+struct rdma_wq {
+	struct rdma_ring ring;
+	uint32_t next;     /* next slot to take */
+	uint32_t tail;     /* first slot not yet retired */
+	uint32_t inflight; /* posted to the host, not completed */
+	uint32_t max_sge;
+	size_t shadow_size;
+	uint8_t *shadow;   /* (mask + 1) * shadow_size */
+};
+
+struct rdma_qp {
+	uint32_t handle;
+	uint32_t qpn;
+	struct ibv_qp *qp;
+	struct rdma_pd *pd;
+	struct rdma_cq *scq;
+	struct rdma_cq *rcq;
+	struct rdma_wq sq;
+	struct rdma_wq rq;
+	uint32_t max_inline;
+	uint32_t state; /* vrdma_qp_state, as last set */
+	bool sig_all;
+	unsigned int unsignaled_run;
+	bool rings_gone;  /* guest memory under a ring went away */
+	bool bad_pending; /* a bad WQE at sq.next waits for the rest to finish */
+	uint32_t bad_status;
+	uint64_t wrs; /* charged to the quota */
+};
+
+struct rdma_event_node {
+	struct vrdma_event ev;
+};
+
+/* One guest's device: a vhost-user connection. */
+struct rdma_dev {
+	struct rdma_shared *sh;
+	struct vu_dev *vu;
+	struct vu_vq *event_vq; /* known once it was kicked */
+	struct rdma_table pds, mrs, cqs, qps;
+	GHashTable *qp_by_qpn; /* host QP number -> rdma_qp */
+	GHashTable *mr_by_lkey;
+	struct ibv_comp_channel *chan;
+	int poll_timer; /* timerfd: receive rings and logging */
+	unsigned int ticks;
+	GQueue events; /* vrdma_event waiting for event buffers */
+	unsigned int dropped_events;
+	bool quiesced; /* stopped for migration: nothing touches guest memory */
+};
+
+#define RDMA_MAX_PENDING_EVENTS 1024u
+
+/* rdma-ctrl.c */
+void rdma_ctrl_kick(struct rdma_dev *d, struct vu_vq *vq);
+void rdma_destroy_all(struct rdma_dev *d);
+/* Deregisters and unmaps; the handle stays until the guest frees it. */
+void rdma_mr_release(struct rdma_dev *d, struct rdma_mr *mr);
+
+/* rdma-data.c */
+int rdma_ring_init(struct rdma_dev *d, struct rdma_ring *ring, const uint64_t *pages,
+		   uint64_t npages, uint32_t log2_slots, unsigned int slot_log2);
+void rdma_ring_fini(struct rdma_ring *ring);
+int rdma_wq_init(struct rdma_wq *wq, uint32_t max_sge);
+void rdma_wq_fini(struct rdma_wq *wq);
+/* The QP went back to RESET: both sides restart at slot 0. */
+void rdma_qp_rings_reset(struct rdma_dev *d, struct rdma_qp *qp);
+void rdma_doorbell_kick(struct rdma_dev *d, struct vu_vq *vq);
+void rdma_event_kick(struct rdma_dev *d, struct vu_vq *vq);
+void rdma_post_event(struct rdma_dev *d, uint16_t type, uint32_t handle, uint32_t data);
+void rdma_flush_events(struct rdma_dev *d);
+void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp);
+void rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq);
+void rdma_comp_ready(struct vu_dev *vu, int fd, void *data);
+void rdma_timer_fired(struct vu_dev *vu, int fd, void *data);
+/* Runs the poll timer while the connection has QPs. */
+void rdma_poll_timer_update(struct rdma_dev *d);
+void rdma_quiesce(struct rdma_dev *d);
+void rdma_log_remote_writable(struct rdma_dev *d);
+/* Moves the QP to ERR on the host and tells the guest why. */
+void rdma_qp_fatal(struct rdma_dev *d, struct rdma_qp *qp, uint32_t reason);
+struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey);
+
+#endif

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The paravirtual RDMA device type (virtio device id 42): the tenant's
+ * host function is opened once per daemon, each front-end connection is
+ * one guest device with its own objects, and the tenant's quotas are
+ * shared by all of them.  See docs/virtio-rdma.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "rdma-internal.h"
+#include "util.h"
+
+static struct ibv_context *open_by_name(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	for (int i = 0; list && list[i]; i++)
+		if (strcmp(ibv_get_device_name(list[i]), name) == 0) {
+			ctx = ibv_open_device(list[i]);
+			break;
+		}
+	if (list)
+		ibv_free_device_list(list);
+	if (!ctx && !errno)
+		errno = ENODEV;
+	return ctx;
+}
+
+/* What the device offers: the host's limits, clamped to the spec's. */
+static void limits_from_host(struct rdma_shared *sh)
+{
+	const struct ibv_device_attr *a = &sh->attr;
+
+	sh->lim = (struct rdma_limits){
+		.max_mr_size = MIN(a->max_mr_size, RDMA_MAX_MR_SIZE),
+		.max_qp_wr = MIN((uint32_t)a->max_qp_wr, (1u << RDMA_MAX_LOG2_SLOTS) - 1),
+		.max_cqe = MIN((uint32_t)a->max_cqe / 2, (1u << RDMA_MAX_LOG2_SLOTS) - 1),
+		.max_send_sge = MIN((uint32_t)a->max_sge, RDMA_MAX_SGE),
+		.max_recv_sge = MIN((uint32_t)a->max_sge, RDMA_MAX_SGE),
+		.max_inline = RDMA_MAX_INLINE,
+		.gid_tbl_len = MIN((uint32_t)sh->port.gid_tbl_len, 256u),
+		.max_rd_atom = (uint8_t)MIN(a->max_qp_rd_atom, 16),
+		.atomics = a->atomic_cap != IBV_ATOMIC_NONE,
+	};
+}
+
+static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
+{
+	g_autofree struct rdma_shared *sh = NULL;
+	int r;
+
+	if (!args->ibdev)
+		return -ENODEV;
+	sh = g_new0(struct rdma_shared, 1);
+	errno = 0;
+	sh->ctx = open_by_name(args->ibdev);
+	if (!sh->ctx)
+		return -errno;
+	r = ibv_query_device(sh->ctx, &sh->attr);
+	if (!r)
+		r = ibv_query_port(sh->ctx, 1, &sh->port);
+	if (r) {
+		ibv_close_device(sh->ctx);
+		return -r;
+	}
+	limits_from_host(sh);
+	sh->limit = (struct rdma_quota){
+		.pds = args->rdma_quota.pds, .mrs = args->rdma_quota.mrs,
+		.cqs = args->rdma_quota.cqs, .qps = args->rdma_quota.qps,
+		.pinned_bytes = args->rdma_quota.pinned_bytes, .wrs = args->rdma_quota.wrs,
+	};
+	sh->generation = g_random_int() | 1;
+	*ret_shared = g_steal_pointer(&sh);
+	return 0;
+}
+
+static void rdma_close(void *shared)
+{
+	struct rdma_shared *sh = shared;
+
+	if (!sh)
+		return;
+	ibv_close_device(sh->ctx);
+	g_free(sh);
+}
+
+static int rdma_get_config(void *opaque, uint32_t offset, uint8_t *buf, uint32_t len)
+{
+	struct rdma_dev *d = opaque;
+	const struct rdma_shared *sh = d->sh;
+	struct vrdma_config cfg = {
+		.node_guid = sh->attr.node_guid,
+		.sys_image_guid = sh->attr.sys_image_guid,
+		.max_qp = MIN((uint32_t)sh->attr.max_qp, sh->limit.qps),
+		.max_cq = MIN((uint32_t)sh->attr.max_cq, sh->limit.cqs),
+		.max_mr = MIN((uint32_t)sh->attr.max_mr, sh->limit.mrs),
+		.max_pd = MIN((uint32_t)sh->attr.max_pd, sh->limit.pds),
+		.max_qp_wr = sh->lim.max_qp_wr,
+		.max_cqe = sh->lim.max_cqe,
+		.generation = sh->generation,
+		.max_sge = (uint16_t)sh->lim.max_send_sge,
+		.phys_port_cnt = 1,
+	};
+
+	memset(buf, 0, len);
+	if (offset < sizeof(cfg))
+		memcpy(buf, (uint8_t *)&cfg + offset, MIN((size_t)len, sizeof(cfg) - offset));
+	return 0;
+}
+
+static int rdma_set_config(void *opaque, uint32_t offset, const uint8_t *buf, uint32_t len)
+{
+	(void)opaque, (void)offset, (void)buf, (void)len;
+	return -EPERM;
+}
+
+static void rdma_queue_kick(void *opaque, struct vu_vq *vq)
+{
+	struct rdma_dev *d = opaque;
+
+	/* Started again after a stop (a migration that failed): go on. */
+	d->quiesced = false;
+	switch (vq_index(vq)) {
+	case VRDMA_VQ_CTRL:
+		rdma_ctrl_kick(d, vq);
+		break;
+	case VRDMA_VQ_DOORBELL:
+		rdma_doorbell_kick(d, vq);
+		break;
+	default:
+		rdma_event_kick(d, vq);
+		break;
+	}
+}
+
+static void rdma_queue_stop(void *opaque, struct vu_vq *vq)
+{
+	struct rdma_dev *d = opaque;
+
+	/* Paused without migration, the guest's memory stays ours to write. */
+	if (vu_dev_logging(d->vu))
+		rdma_quiesce(d);
+	if (vq == d->event_vq)
+		d->event_vq = NULL;
+}
+
+/* Guest memory under objects is going: they die before it is unmapped. */
+static void rdma_mem_gone(void *opaque, uint64_t gpa, uint64_t size)
+{
+	struct rdma_dev *d = opaque;
+
+	for (uint32_t i = 0; i < d->mrs.cap; i++) {
+		struct rdma_mr *mr = d->mrs.obj[i];
+
+		if (!mr || !mr->pages || !vu_pages_overlap(mr->pages, gpa, size))
+			continue;
+		for (uint32_t j = 0; j < d->qps.cap; j++) {
+			struct rdma_qp *qp = d->qps.obj[j];
+
+			if (qp && qp->pd == mr->pd && qp->state != VRDMA_QPS_ERR)
+				rdma_qp_fatal(d, qp, VRDMA_QPF_MEMORY);
+		}
+		rdma_mr_release(d, mr);
+	}
+	for (uint32_t j = 0; j < d->qps.cap; j++) {
+		struct rdma_qp *qp = d->qps.obj[j];
+
+		if (qp && (vu_pages_overlap(qp->sq.ring.pages, gpa, size) ||
+			   vu_pages_overlap(qp->rq.ring.pages, gpa, size))) {
+			qp->rings_gone = true;
+			if (qp->state != VRDMA_QPS_ERR)
+				rdma_qp_fatal(d, qp, VRDMA_QPF_MEMORY);
+		}
+	}
+	for (uint32_t j = 0; j < d->cqs.cap; j++) {
+		struct rdma_cq *cq = d->cqs.obj[j];
+
+		if (cq && !cq->dead && vu_pages_overlap(cq->ring.pages, gpa, size)) {
+			cq->dead = true;
+			rdma_post_event(d, VRDMA_EV_CQ_ERR, cq->handle, 0);
+		}
+	}
+}
+
+static void rdma_reset(void *opaque)
+{
+	struct rdma_dev *d = opaque;
+
+	rdma_destroy_all(d);
+	g_queue_clear_full(&d->events, g_free);
+	d->dropped_events = 0;
+	d->quiesced = false;
+	d->event_vq = NULL;
+}
+
+static void rdma_attach(void *opaque, struct vu_dev *dev)
+{
+	struct rdma_dev *d = opaque;
+
+	d->vu = dev;
+	vu_dev_add_watch(dev, d->chan->fd, rdma_comp_ready, d);
+	vu_dev_add_watch(dev, d->poll_timer, rdma_timer_fired, d);
+}
+
+static void rdma_instance_free(void *instance)
+{
+	struct rdma_dev *d = instance;
+
+	if (!d)
+		return;
+	rdma_reset(d);
+	rdma_table_free(&d->pds);
+	rdma_table_free(&d->mrs);
+	rdma_table_free(&d->cqs);
+	rdma_table_free(&d->qps);
+	g_hash_table_destroy(d->qp_by_qpn);
+	g_hash_table_destroy(d->mr_by_lkey);
+	if (d->chan)
+		ibv_destroy_comp_channel(d->chan);
+	if (d->poll_timer >= 0)
+		close(d->poll_timer);
+	g_free(d);
+}
+
+static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void **ret_instance)
+{
+	struct rdma_shared *sh = shared;
+	struct rdma_dev *d = g_new0(struct rdma_dev, 1);
+	int fl;
+
+	d->sh = sh;
+	d->qp_by_qpn = g_hash_table_new(NULL, NULL);
+	d->mr_by_lkey = g_hash_table_new(NULL, NULL);
+	g_queue_init(&d->events);
+	d->poll_timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	d->chan = ibv_create_comp_channel(sh->ctx);
+	fl = d->chan ? fcntl(d->chan->fd, F_GETFL) : -1;
+	if (d->poll_timer < 0 || fl < 0 || fcntl(d->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		int r = -errno;
+
+		rdma_instance_free(d);
+		return r ? r : -ENOMEM;
+	}
+	*ret_ops = (struct vu_device_ops){
+		.name = "rdma",
+		.max_queues = VRDMA_NUM_VQS,
+		.features = sh->lim.atomics ? 1ull << VRDMA_F_ATOMIC : 0,
+		.config_space = true,
+		.get_config = rdma_get_config,
+		.set_config = rdma_set_config,
+		.queue_kick = rdma_queue_kick,
+		.reset = rdma_reset,
+		.attach = rdma_attach,
+		.queue_stop = rdma_queue_stop,
+		.mem_gone = rdma_mem_gone,
+	};
+	*ret_instance = d;
+	return 0;
+}
+
+static const char *const rdma_capabilities[] = { "ibdev", NULL };
+
+const struct vhost_device_type vhost_rdma_type = {
+	.name = "rdma",
+	.capabilities = rdma_capabilities,
+	.open = rdma_open,
+	.close = rdma_close,
+	.instance_new = rdma_instance_new,
+	.instance_free = rdma_instance_free,
+};
