@@ -71,7 +71,8 @@ void xport_conn_fini(struct xport_conn *conn);
 int xport_conn_fail(struct xport_conn *conn, int err);
 /*
  * Resolves a peer's (region, key, offset, len) to local memory, refusing
- * anything not registered with the needed access.  -EACCES on refusal.
+ * anything not registered with the needed access: -ENOENT (no such region),
+ * -EKEYREJECTED (wrong key), -EACCES (access not granted), -ERANGE (outside).
  */
 int xport_conn_resolve(struct xport_conn *conn, uint32_t region, uint32_t key,
 		       uint64_t offset, uint64_t len, unsigned access,

@@ -630,10 +630,11 @@ static int rx_write(struct tcp_chan *ch)
 	const struct xport_frame *f = &ch->frame;
 	struct iovec iov;
 	void *addr;
+	int r = xport_conn_resolve(&ch->tc->base, f->region, f->key, f->offset, f->len,
+				   XPORT_ACCESS_REMOTE_WRITE, &addr);
 
-	if (xport_conn_resolve(&ch->tc->base, f->region, f->key, f->offset,
-			       f->len, XPORT_ACCESS_REMOTE_WRITE, &addr) < 0)
-		return -EACCES;
+	if (r < 0)
+		return r;
 	/* Straight into the region: the frame was checked, no staging copy. */
 	iov = (struct iovec){ addr, f->len };
 	rx_expect_payload(ch, &iov, 1);
@@ -691,12 +692,14 @@ static int rx_read_req(struct tcp_chan *ch)
 {
 	const struct xport_frame *f = &ch->frame;
 	void *addr;
+	int r;
 
 	if (!ch->free_resps)
 		return RX_WAIT;
-	if (xport_conn_resolve(&ch->tc->base, f->region, f->key, f->offset,
-			       f->len, XPORT_ACCESS_REMOTE_READ, &addr) < 0)
-		return -EACCES;
+	r = xport_conn_resolve(&ch->tc->base, f->region, f->key, f->offset, f->len,
+			       XPORT_ACCESS_REMOTE_READ, &addr);
+	if (r < 0)
+		return r;
 	resp_queue(ch, addr);
 	rx_expect_payload(ch, NULL, 0);
 	return 0;

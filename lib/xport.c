@@ -315,12 +315,18 @@ int xport_conn_resolve(struct xport_conn *conn, uint32_t region, uint32_t key,
 {
 	struct xport_mr *mr;
 
+	/* Each refusal has its own errno: the peer's log and tests tell them apart. */
 	if (region == 0 || region > conn->regions->len)
-		return -EACCES;
+		return -ENOENT;
 	mr = g_ptr_array_index(conn->regions, region - 1);
-	if (!mr || mr->key != key || (mr->access & access) != access ||
-	    !range_within(offset, len, mr->len))
+	if (!mr)
+		return -ENOENT;
+	if (mr->key != key)
+		return -EKEYREJECTED;
+	if ((mr->access & access) != access)
 		return -EACCES;
+	if (!range_within(offset, len, mr->len))
+		return -ERANGE;
 	*ret_addr = (uint8_t *)mr->addr + offset;
 	return 0;
 }

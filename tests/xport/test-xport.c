@@ -7,7 +7,7 @@
  *   kill-server  the receiver is SIGKILLed mid-stream: the writer must see an
  *                error, promptly, not hang
  *   kill-client  the writer is SIGKILLed mid-stream: the receiver must see it
- *   hostile-range / hostile-key / hostile-below
+ *   hostile-range / hostile-key / hostile-below / hostile-unknown-id
  *                the peer writes outside the region it was given: refused,
  *                the connection ends with an error, receiver memory unchanged
  *
@@ -615,6 +615,20 @@ static void kill_client_scenario(void)
 
 /* ---- hostile peer ---- */
 
+/* Why a tcp receiver must refuse the scenario's write. */
+static int hostile_errno(void)
+{
+	if (strcmp(scenario, "hostile-key") == 0)
+		return EKEYREJECTED;
+	if (strcmp(scenario, "hostile-unknown-id") == 0)
+		return ENOENT;
+	/* tcp offsets are region-relative: below the start, offset + len
+	 * wraps, and the frame decoder refuses the frame itself. */
+	if (strcmp(scenario, "hostile-below") == 0)
+		return EPROTO;
+	return ERANGE;
+}
+
 /* The region sits between two guard zones inside one mapping. */
 static void hostile_scenario(void)
 {
@@ -645,10 +659,11 @@ static void hostile_scenario(void)
 			wr.remote_offset = zone;
 		} else if (strcmp(scenario, "hostile-key") == 0) {
 			rem.key ^= 0x5a5a5a5a;
-		} else {
-			/* Aim below the region's start. */
-			rem.base -= 4096;
+		} else if (strcmp(scenario, "hostile-unknown-id") == 0) {
 			rem.id += 1;
+		} else {
+			/* Aim below the region's start (same region, same key). */
+			rem.base -= 4096;
 		}
 		r = xport_post(c, &wr);
 		if (r < 0)
@@ -685,6 +700,10 @@ static void hostile_scenario(void)
 				break;
 		}
 		printf("receiver: connection ended with %s\n", strerror(-r));
+		/* tcp checks each frame itself: it must refuse for the reason the
+		 * case names (rdma: the device refuses, with its own NAK). */
+		if (kind == XPORT_KIND_TCP && r != -hostile_errno())
+			FAIL("refused with %s, want %s", strerror(-r), strerror(hostile_errno()));
 		for (size_t i = 0; i < 3 * zone; i++) {
 			uint8_t want = i >= zone && i < 2 * zone ? REGION_BYTE : GUARD_BYTE;
 
@@ -727,7 +746,7 @@ static void usage(FILE *f)
 		"Usage: test-xport [--transport rdma|tcp] [--scenario NAME] [--channels N]\n"
 		"                  [--addr ADDR] [--serve PORT | --connect HOST:PORT]\n"
 		"Scenarios: roundtrip kill-server kill-client hostile-range hostile-key\n"
-		"           hostile-below\n"
+		"           hostile-below hostile-unknown-id\n"
 		"The address defaults to $VRDMA_RXE_ADDR_A or 127.0.0.1.\n");
 }
 
