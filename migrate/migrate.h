@@ -65,6 +65,9 @@ struct mig_stats {
 	double dirty_pages_rate;  /* pages/s dirtied, last round */
 	unsigned throttle_percent;
 	bool forced;              /* stop-and-copy because of the round cap */
+	/* Why pre-copy ended: "converged" (the rest fits the downtime limit)
+	 * or "round-cap"; NULL while it goes on, and on the destination. */
+	const char *stop_reason;
 	enum mig_failure failure;
 	int error;                /* -errno when failed */
 };

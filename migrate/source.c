@@ -442,6 +442,7 @@ static int precopy(struct source *s)
 		emit(s, MIG_EV_ROUND);
 		if (a == CONVERGE_STOP_COPY || a == CONVERGE_FORCED) {
 			s->st->forced = a == CONVERGE_FORCED;
+			s->st->stop_reason = s->st->forced ? "round-cap" : "converged";
 			return 0;
 		}
 		if (a == CONVERGE_THROTTLE && owner_session_throttle(s->owner, cs.throttle) == 0) {
@@ -550,9 +551,10 @@ static int recv_regions(struct source *s)
 		if (r < 0)
 			return fail(s, MIG_FAIL_PROTOCOL, r);
 		/* The destination's region must hold the whole block, writable. */
-		if (b->remote.len < b->ram->info.size ||
-		    !(b->remote.access & XPORT_ACCESS_REMOTE_WRITE))
-			return fail(s, MIG_FAIL_SETUP, -EBADMSG);
+		if (b->remote.len < b->ram->info.size)
+			return fail(s, MIG_FAIL_SETUP, -EMSGSIZE);
+		if (!(b->remote.access & XPORT_ACCESS_REMOTE_WRITE))
+			return fail(s, MIG_FAIL_SETUP, -EACCES);
 	}
 	return r;
 }

@@ -72,6 +72,12 @@ static void add_stats(JsonBuilder *b, const struct mig_stats *st)
 		json_builder_set_member_name(b, "expected-downtime");
 		json_builder_add_int_value(b, (gint64)st->expected_downtime_ms);
 	}
+	if (st->stop_reason) {
+		json_builder_set_member_name(b, "forced");
+		json_builder_add_boolean_value(b, st->forced);
+		json_builder_set_member_name(b, "stop-reason");
+		json_builder_add_string_value(b, st->stop_reason);
+	}
 	json_builder_set_member_name(b, "cpu-throttle-percentage");
 	json_builder_add_int_value(b, st->throttle_percent);
 	json_builder_set_member_name(b, "ram");

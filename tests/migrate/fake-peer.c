@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "peer-proto.h"
@@ -20,6 +22,7 @@
 #include "xport.h"
 
 #define BLOCK_SIZE (32ull << 20) /* the scenario's guestsim: 64 MiB in 2 blocks */
+#define BIG_REGION BLOCK_SIZE
 #define TIMEOUT_MS 20000
 
 static void die(const char *what, int err)
@@ -132,17 +135,24 @@ static int fake_source(const char *kase, struct xport_conn *c)
 /* The real source sends its layout first; answer it with the given lie. */
 static int fake_dest(const char *kase, struct xport_conn *c)
 {
-	static uint8_t ram[4096] __attribute__((aligned(4096)));
+	static uint8_t small[4096] __attribute__((aligned(4096)));
+	/* Read-only, but large enough for any block: only access can refuse it. */
+	bool readonly = !strcmp(kase, "region-readonly");
+	size_t len = readonly ? BIG_REGION : sizeof(small);
+	void *ram = readonly ? mmap(NULL, len, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+			     : small;
 	struct xport_mr *mr;
 	struct peer_msg m;
 	int r;
 
+	if (ram == MAP_FAILED)
+		die("mmap", -errno);
 	for (int i = 0; i < 3; i++)
 		if (recv_msg(c, &m) < 0)
 			die("layout", -EPROTO);
-	r = xport_mr_reg(c, ram, 4096,
-			 !strcmp(kase, "region-readonly") ? XPORT_ACCESS_REMOTE_READ
-							  : XPORT_ACCESS_REMOTE_WRITE, &mr);
+	r = xport_mr_reg(c, ram, len,
+			 readonly ? XPORT_ACCESS_REMOTE_READ : XPORT_ACCESS_REMOTE_WRITE, &mr);
 	if (r < 0)
 		die("register", r);
 	m = (struct peer_msg){ .type = PEER_MSG_REGION };
