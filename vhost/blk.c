@@ -209,33 +209,25 @@ done:
 	vq_buf_to_iov(e->in, e->in_num, e->in_len - 1, &status, 1);
 }
 
-static void blk_queue_kick(void *opaque, struct vu_vq *vq)
+static uint32_t blk_serve_one(void *opaque, struct vq_elem *e)
 {
 	struct blk_instance *inst = opaque;
-	unsigned int done = 0;
-	struct vq_elem *e;
 
-	while (done < VQ_BUDGET && vq_pop(vq, &e) > 0) {
-		uint32_t written = 0;
+	/*
+	 * A request without room for the status byte cannot be answered.
+	 * Otherwise the whole device-writable part counts as written: the
+	 * status is its last byte and a failed read may have touched the
+	 * rest, and all of it must reach the dirty log.
+	 */
+	if (e->in_len < 1 || e->in_len > UINT32_MAX)
+		return 0;
+	blk_execute(inst->backing, e);
+	return (uint32_t)e->in_len;
+}
 
-		/*
-		 * A request without room for the status byte cannot be answered.
-		 * Otherwise the whole device-writable part counts as written: the
-		 * status is its last byte and a failed read may have touched the
-		 * rest, and all of it must reach the dirty log.
-		 */
-		if (e->in_len >= 1 && e->in_len <= UINT32_MAX) {
-			blk_execute(inst->backing, e);
-			written = (uint32_t)e->in_len;
-		}
-		vq_push(vq, e, written);
-		done++;
-	}
-	if (done)
-		vq_notify(vq);
-	/* Let the other connections in; come back for the rest. */
-	if (done == VQ_BUDGET)
-		vq_kick_self(vq);
+static void blk_queue_kick(void *opaque, struct vu_vq *vq)
+{
+	vq_serve(vq, blk_serve_one, opaque);
 }
 
 static int blk_instance_new(void *shared, struct vu_device_ops *ret_ops, void **ret_instance)

@@ -535,6 +535,7 @@ static int cmd_modify_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 			rdma_qp_rings_reset(d, qp);
 	}
 	rdma_rq_fill(d, qp);
+	rdma_sq_take(d, qp);
 	return VRDMA_OK;
 }
 
@@ -606,8 +607,9 @@ static const struct {
 };
 
 /* Runs one element; returns the bytes written into its response part. */
-static uint32_t run_command(struct rdma_dev *d, struct vq_elem *e)
+static uint32_t run_command(void *opaque, struct vq_elem *e)
 {
+	struct rdma_dev *d = opaque;
 	struct vrdma_resp_hdr hdr = { .status = VRDMA_EINVAL };
 	union rdma_resp resp;
 	g_autofree uint8_t *req = NULL;
@@ -642,17 +644,7 @@ reply:
 
 void rdma_ctrl_kick(struct rdma_dev *d, struct vu_vq *vq)
 {
-	unsigned int done = 0;
-	struct vq_elem *e;
-
-	while (done < VQ_BUDGET && vq_pop(vq, &e) > 0) {
-		vq_push(vq, e, run_command(d, e));
-		done++;
-	}
-	if (done)
-		vq_notify(vq);
-	if (done == VQ_BUDGET)
-		vq_kick_self(vq);
+	vq_serve(vq, run_command, d);
 	rdma_flush_events(d);
 }
 

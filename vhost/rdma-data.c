@@ -274,7 +274,6 @@ static void log_sges(struct rdma_dev *d, const struct vrdma_sge *sge, uint32_t n
 	}
 }
 
-static void sq_take(struct rdma_dev *d, struct rdma_qp *qp);
 
 /* The bad WQE at sq.next, once everything before it finished. */
 static void finish_bad(struct rdma_dev *d, struct rdma_qp *qp)
@@ -288,7 +287,7 @@ static void finish_bad(struct rdma_dev *d, struct rdma_qp *qp)
 	if (qp->state != VRDMA_QPS_ERR)
 		rdma_qp_fatal(d, qp, VRDMA_QPF_BAD_WQE);
 	/* What follows goes to the host QP in error, which flushes it. */
-	sq_take(d, qp);
+	rdma_sq_take(d, qp);
 }
 
 static void send_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_wc *wc)
@@ -313,7 +312,7 @@ static void send_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_w
 	if (qp->bad_pending && !sq->inflight)
 		finish_bad(d, qp);
 	else
-		sq_take(d, qp);
+		rdma_sq_take(d, qp);
 }
 
 static void recv_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_wc *wc)
@@ -480,7 +479,7 @@ static uint32_t post_sends(struct rdma_qp *qp, struct ibv_send_wr *wrs, uint32_t
 }
 
 /* Takes new send WQEs, up to the producer index, in batches. */
-static void sq_take(struct rdma_dev *d, struct rdma_qp *qp)
+void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp)
 {
 	struct rdma_wq *sq = &qp->sq;
 	struct rdma_wq_caps caps = {
@@ -492,7 +491,8 @@ static void sq_take(struct rdma_dev *d, struct rdma_qp *qp)
 	struct ibv_sge sges[POST_BATCH][RDMA_MAX_SGE];
 	uint32_t prod;
 
-	if (!qp_takes_work(d, qp) || qp->bad_pending)
+	/* Sends wait in the ring until the QP may send (RTS or later). */
+	if (!qp_takes_work(d, qp) || qp->bad_pending || qp->state < VRDMA_QPS_RTS)
 		return;
 	prod = ring_load(&sq->ring, VRDMA_RING_PRODUCER);
 	while (sq->next != prod && wq_has_room(sq) && !qp->bad_pending) {
@@ -509,9 +509,10 @@ static void sq_take(struct rdma_dev *d, struct rdma_qp *qp)
 			st = rdma_parse_send_wqe(copy, &caps, &w);
 			if (!st)
 				st = check_local(d, qp, w.sge, w.num_sge, writes_locally(w.opcode));
+			/* A WQE refused before its SGEs were found keeps none. */
 			remember(shadow_at(sq, sq->next), w.wr_id, w.opcode,
 				 (w.flags & VRDMA_SEND_SIGNALED) || qp->sig_all, w.sge,
-				 w.inline_data ? 0 : MIN(w.num_sge, sq->max_sge));
+				 w.sge ? MIN(w.num_sge, sq->max_sge) : 0);
 			if (st) {
 				qp->bad_pending = true;
 				qp->bad_status = (uint32_t)st;
@@ -629,7 +630,7 @@ static void ring_doorbell(struct rdma_dev *d, const struct vrdma_doorbell *db)
 	case VRDMA_DB_SQ:
 		qp = rdma_table_get(&d->qps, db->handle);
 		if (qp) {
-			sq_take(d, qp);
+			rdma_sq_take(d, qp);
 			rdma_rq_fill(d, qp);
 		}
 		break;
@@ -649,33 +650,29 @@ static void ring_doorbell(struct rdma_dev *d, const struct vrdma_doorbell *db)
 	}
 }
 
+/* A buffer that is not whole records is ignored entirely. */
+static uint32_t take_doorbells(void *opaque, struct vq_elem *e)
+{
+	struct rdma_dev *d = opaque;
+	struct vrdma_doorbell db[64];
+	uint64_t off = 0;
+
+	while (e->out_len % sizeof(db[0]) == 0 && off < e->out_len) {
+		size_t got = vq_iov_to_buf(e->out, e->out_num, off, db,
+					   MIN(sizeof(db), e->out_len - off));
+
+		if (!got)
+			break;
+		for (size_t i = 0; i < got / sizeof(db[0]); i++)
+			ring_doorbell(d, &db[i]);
+		off += got;
+	}
+	return 0;
+}
+
 void rdma_doorbell_kick(struct rdma_dev *d, struct vu_vq *vq)
 {
-	unsigned int done = 0;
-	struct vq_elem *e;
-
-	while (done < VQ_BUDGET && vq_pop(vq, &e) > 0) {
-		struct vrdma_doorbell db[64];
-		uint64_t off = 0;
-
-		/* A buffer that is not whole records is ignored entirely. */
-		while (e->out_len % sizeof(db[0]) == 0 && off < e->out_len) {
-			size_t got = vq_iov_to_buf(e->out, e->out_num, off, db,
-						   MIN(sizeof(db), e->out_len - off));
-
-			for (size_t i = 0; i < got / sizeof(db[0]); i++)
-				ring_doorbell(d, &db[i]);
-			off += got;
-			if (!got)
-				break;
-		}
-		vq_push(vq, e, 0);
-		done++;
-	}
-	if (done)
-		vq_notify(vq);
-	if (done == VQ_BUDGET)
-		vq_kick_self(vq);
+	vq_serve(vq, take_doorbells, d);
 	rdma_flush_events(d);
 }
 

@@ -276,6 +276,8 @@ void rdma_event_kick(struct rdma_dev *d, struct vu_vq *vq);
 void rdma_post_event(struct rdma_dev *d, uint16_t type, uint32_t handle, uint32_t data);
 void rdma_flush_events(struct rdma_dev *d);
 void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp);
+/* Takes and posts new send WQEs (from RTS on). */
+void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp);
 void rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq);
 void rdma_comp_ready(struct vu_dev *vu, int fd, void *data);
 void rdma_timer_fired(struct vu_dev *vu, int fd, void *data);

@@ -27,6 +27,7 @@ struct rng_source {
 struct rng_instance {
 	struct rng_source *src;
 	uint64_t offset;
+	uint8_t *buf; /* RNG_MAX_CHUNK bytes */
 };
 
 static int rng_open(const struct vhost_device_args *args, void **ret_shared)
@@ -85,27 +86,17 @@ static ssize_t rng_fill(struct rng_instance *inst, uint8_t *buf, size_t len)
 	return (ssize_t)done;
 }
 
-static void rng_queue_kick(void *opaque, struct vu_vq *vq)
+static uint32_t rng_serve_one(void *opaque, struct vq_elem *e)
 {
 	struct rng_instance *inst = opaque;
-	g_autofree uint8_t *buf = g_malloc(RNG_MAX_CHUNK);
-	unsigned int done = 0;
-	struct vq_elem *e;
+	ssize_t got = rng_fill(inst, inst->buf, MIN(e->in_len, (uint64_t)RNG_MAX_CHUNK));
 
-	while (done < VQ_BUDGET && vq_pop(vq, &e) > 0) {
-		ssize_t got = rng_fill(inst, buf, MIN(e->in_len, (uint64_t)RNG_MAX_CHUNK));
-		uint32_t written = 0;
+	return got > 0 ? (uint32_t)vq_buf_to_iov(e->in, e->in_num, 0, inst->buf, (size_t)got) : 0;
+}
 
-		if (got > 0)
-			written = (uint32_t)vq_buf_to_iov(e->in, e->in_num, 0, buf, (size_t)got);
-		vq_push(vq, e, written);
-		done++;
-	}
-	if (done)
-		vq_notify(vq);
-	/* Let the other connections in; come back for the rest. */
-	if (done == VQ_BUDGET)
-		vq_kick_self(vq);
+static void rng_queue_kick(void *opaque, struct vu_vq *vq)
+{
+	vq_serve(vq, rng_serve_one, opaque);
 }
 
 static int rng_instance_new(void *shared, struct vu_device_ops *ret_ops, void **ret_instance)
@@ -113,6 +104,7 @@ static int rng_instance_new(void *shared, struct vu_device_ops *ret_ops, void **
 	struct rng_instance *inst = g_new0(struct rng_instance, 1);
 
 	inst->src = shared;
+	inst->buf = g_malloc(RNG_MAX_CHUNK);
 	*ret_ops = (struct vu_device_ops){
 		.name = "rng",
 		.max_queues = 1,
@@ -124,7 +116,11 @@ static int rng_instance_new(void *shared, struct vu_device_ops *ret_ops, void **
 
 static void rng_instance_free(void *instance)
 {
-	g_free(instance);
+	struct rng_instance *inst = instance;
+
+	if (inst)
+		g_free(inst->buf);
+	g_free(inst);
 }
 
 static const char *const rng_capabilities[] = { "entropy-file", NULL };

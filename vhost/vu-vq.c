@@ -464,6 +464,23 @@ void vq_kick_self(struct vu_vq *vq)
 		eventfd_write(vq->kick_fd, 1);
 }
 
+unsigned int vq_serve(struct vu_vq *vq, vq_handler handle, void *opaque)
+{
+	unsigned int done = 0;
+	struct vq_elem *e;
+
+	while (done < VQ_BUDGET && vq_pop(vq, &e) > 0) {
+		vq_push(vq, e, handle(opaque, e));
+		done++;
+	}
+	if (done)
+		vq_notify(vq);
+	/* Let the other connections in; come back for the rest. */
+	if (done == VQ_BUDGET)
+		vq_kick_self(vq);
+	return done;
+}
+
 void vq_elem_free(struct vq_elem *elem)
 {
 	g_free(elem);

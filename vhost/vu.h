@@ -154,6 +154,14 @@ void vq_notify(struct vu_vq *vq);
  */
 #define VQ_BUDGET 256u
 void vq_kick_self(struct vu_vq *vq);
+/* Executes one request; returns the bytes it wrote into the in segments. */
+typedef uint32_t (*vq_handler)(void *opaque, struct vq_elem *elem);
+/*
+ * The usual kick: up to VQ_BUDGET requests through handle(), each pushed
+ * with what it wrote, one notification, and a self-kick when the budget
+ * ran out.  Returns how many were served.
+ */
+unsigned int vq_serve(struct vu_vq *vq, vq_handler handle, void *opaque);
 void vq_elem_free(struct vq_elem *elem);
 
 /* Copies up to len bytes from/to an element's segments at offset. */
