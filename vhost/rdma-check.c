@@ -8,10 +8,52 @@
  * Handles, keys and addresses are checked against live objects later, by
  * the code that owns those objects.
  */
+#include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_rxe.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "rdma-internal.h"
 #include "util.h"
+
+/* The rings are rxe's public user ABI: stock librxe must find every field
+ * where the device reads or writes it. */
+#define SAME_OFFSET(ours, type, member) \
+	static_assert((ours) == offsetof(type, member), #ours " is not rxe's " #member)
+SAME_OFFSET(VRDMA_RING_PRODUCER, struct rxe_queue_buf, producer_index);
+SAME_OFFSET(VRDMA_RING_CONSUMER, struct rxe_queue_buf, consumer_index);
+SAME_OFFSET(VRDMA_RING_DATA, struct rxe_queue_buf, data);
+SAME_OFFSET(VRDMA_RING_LOG2_ELEM, struct rxe_queue_buf, log2_elem_size);
+SAME_OFFSET(VRDMA_RING_INDEX_MASK, struct rxe_queue_buf, index_mask);
+SAME_OFFSET(VRDMA_SWQE_WR_ID, struct rxe_send_wqe, wr.wr_id);
+SAME_OFFSET(VRDMA_SWQE_OPCODE, struct rxe_send_wqe, wr.opcode);
+SAME_OFFSET(VRDMA_SWQE_SEND_FLAGS, struct rxe_send_wqe, wr.send_flags);
+SAME_OFFSET(VRDMA_SWQE_IMM, struct rxe_send_wqe, wr.ex.imm_data);
+SAME_OFFSET(VRDMA_SWQE_REMOTE_ADDR, struct rxe_send_wqe, wr.wr.rdma.remote_addr);
+SAME_OFFSET(VRDMA_SWQE_RDMA_RKEY, struct rxe_send_wqe, wr.wr.rdma.rkey);
+SAME_OFFSET(VRDMA_SWQE_REMOTE_ADDR, struct rxe_send_wqe, wr.wr.atomic.remote_addr);
+SAME_OFFSET(VRDMA_SWQE_COMPARE_ADD, struct rxe_send_wqe, wr.wr.atomic.compare_add);
+SAME_OFFSET(VRDMA_SWQE_SWAP, struct rxe_send_wqe, wr.wr.atomic.swap);
+SAME_OFFSET(VRDMA_SWQE_ATOMIC_RKEY, struct rxe_send_wqe, wr.wr.atomic.rkey);
+SAME_OFFSET(VRDMA_SWQE_DMA_LENGTH, struct rxe_send_wqe, dma.length);
+SAME_OFFSET(VRDMA_SWQE_DMA_NUM_SGE, struct rxe_send_wqe, dma.num_sge);
+SAME_OFFSET(VRDMA_SWQE_SGE, struct rxe_send_wqe, dma.sge);
+SAME_OFFSET(VRDMA_SWQE_SGE, struct rxe_send_wqe, dma.inline_data);
+SAME_OFFSET(VRDMA_RWQE_WR_ID, struct rxe_recv_wqe, wr_id);
+SAME_OFFSET(VRDMA_RWQE_DMA_NUM_SGE, struct rxe_recv_wqe, dma.num_sge);
+SAME_OFFSET(VRDMA_RWQE_SGE, struct rxe_recv_wqe, dma.sge);
+SAME_OFFSET(0, struct ib_uverbs_wc, wr_id);
+static_assert(offsetof(struct vrdma_cqe, status) == offsetof(struct ib_uverbs_wc, status) &&
+	      offsetof(struct vrdma_cqe, opcode) == offsetof(struct ib_uverbs_wc, opcode) &&
+	      offsetof(struct vrdma_cqe, byte_len) == offsetof(struct ib_uverbs_wc, byte_len) &&
+	      offsetof(struct vrdma_cqe, imm_data) == offsetof(struct ib_uverbs_wc, ex.imm_data) &&
+	      offsetof(struct vrdma_cqe, qp_num) == offsetof(struct ib_uverbs_wc, qp_num) &&
+	      offsetof(struct vrdma_cqe, src_qp) == offsetof(struct ib_uverbs_wc, src_qp) &&
+	      offsetof(struct vrdma_cqe, wc_flags) == offsetof(struct ib_uverbs_wc, wc_flags) &&
+	      offsetof(struct vrdma_cqe, port_num) == offsetof(struct ib_uverbs_wc, port_num) &&
+	      sizeof(struct vrdma_cqe) == sizeof(struct ib_uverbs_wc),
+	      "the CQE is not struct ib_uverbs_wc");
+static_assert(sizeof(struct vrdma_sge) == sizeof(struct rxe_sge), "the SGE is not rxe's");
 
 static bool all_zero(const void *p, size_t n)
 {
@@ -219,6 +261,8 @@ static int check_wq_shape(uint32_t log2_slots, uint32_t slot_log2, uint64_t need
 		return VRDMA_E2BIG;
 	if ((1ull << slot_log2) < need)
 		return VRDMA_EINVAL;
+	if (ring_pages(log2_slots, slot_log2) > VRDMA_MAX_RING_PAGES)
+		return VRDMA_E2BIG;
 	if (npages != ring_pages(log2_slots, slot_log2))
 		return VRDMA_EINVAL;
 	return VRDMA_OK;
@@ -262,6 +306,18 @@ int rdma_check_create_qp(struct rdma_request *rq, const struct rdma_limits *lim,
 	return VRDMA_OK;
 }
 
+/* RC states a guest may name: SQD is not supported, SQE is not RC's. */
+static int check_state(uint32_t given, uint32_t state)
+{
+	if (!given)
+		return VRDMA_OK;
+	if (state == VRDMA_QPS_SQD)
+		return VRDMA_EOPNOTSUPP;
+	if (state == VRDMA_QPS_SQE || state > VRDMA_QPS_ERR)
+		return VRDMA_EINVAL;
+	return VRDMA_OK;
+}
+
 int rdma_check_modify_qp(const struct rdma_request *rq, const struct rdma_limits *lim,
 			 struct vrdma_modify_qp_req *ret)
 {
@@ -276,10 +332,11 @@ int rdma_check_modify_qp(const struct rdma_request *rq, const struct rdma_limits
 	if (m.attr_mask & ~(uint32_t)VRDMA_QP_ATTR_SUPPORTED ||
 	    !all_zero(a->reserved, sizeof(a->reserved)))
 		return VRDMA_EINVAL;
-	if ((m.attr_mask & VRDMA_QP_STATE) && a->qp_state > VRDMA_QPS_ERR)
-		return VRDMA_EINVAL;
-	if ((m.attr_mask & VRDMA_QP_CUR_STATE) && a->cur_qp_state > VRDMA_QPS_ERR)
-		return VRDMA_EINVAL;
+	r = check_state(m.attr_mask & VRDMA_QP_STATE, a->qp_state);
+	if (!r)
+		r = check_state(m.attr_mask & VRDMA_QP_CUR_STATE, a->cur_qp_state);
+	if (r)
+		return r;
 	if ((m.attr_mask & VRDMA_QP_PORT) && a->port_num != 1)
 		return VRDMA_EINVAL;
 	if ((m.attr_mask & VRDMA_QP_ACCESS_FLAGS) &&
@@ -291,8 +348,9 @@ int rdma_check_modify_qp(const struct rdma_request *rq, const struct rdma_limits
 		return VRDMA_EINVAL;
 	if ((m.attr_mask & VRDMA_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
 		return VRDMA_EINVAL;
-	if ((m.attr_mask & (VRDMA_QP_RQ_PSN | VRDMA_QP_SQ_PSN)) &&
-	    ((a->rq_psn | a->sq_psn) & ~0xffffffu))
+	/* PSNs are 24 bits; a field whose bit is clear is not looked at. */
+	if (((m.attr_mask & VRDMA_QP_RQ_PSN) && a->rq_psn > 0xffffff) ||
+	    ((m.attr_mask & VRDMA_QP_SQ_PSN) && a->sq_psn > 0xffffff))
 		return VRDMA_EINVAL;
 	if (((m.attr_mask & VRDMA_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > lim->max_rd_atom) ||
 	    ((m.attr_mask & VRDMA_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > lim->max_rd_atom))

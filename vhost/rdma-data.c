@@ -650,13 +650,19 @@ static void ring_doorbell(struct rdma_dev *d, const struct vrdma_doorbell *db)
 	}
 }
 
-/* A buffer that is not whole records is ignored entirely. */
+/*
+ * A buffer that is not whole records, or holds more than
+ * VRDMA_MAX_DOORBELLS of them, is ignored entirely: one kick must not keep
+ * the loop (and the other guests) waiting.
+ */
 static uint32_t take_doorbells(void *opaque, struct vq_elem *e)
 {
 	struct rdma_dev *d = opaque;
 	struct vrdma_doorbell db[64];
 	uint64_t off = 0;
 
+	if (e->out_len > VRDMA_MAX_DOORBELLS * sizeof(db[0]))
+		return 0;
 	while (e->out_len % sizeof(db[0]) == 0 && off < e->out_len) {
 		size_t got = vq_iov_to_buf(e->out, e->out_num, off, db,
 					   MIN(sizeof(db), e->out_len - off));

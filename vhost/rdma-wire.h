@@ -6,8 +6,8 @@
  *
  * The work-queue and completion rings use the layouts of rxe's public user
  * ABI (<rdma/rdma_user_rxe.h>, <rdma/ib_user_verbs.h>), so that Debian's
- * stock librxe can post and poll them from guest user space; the back end
- * checks that equivalence at build time (rdma-ring.c).
+ * stock librxe can post and poll them from guest user space; rdma-check.c
+ * checks that equivalence at build time.
  */
 #ifndef VRDMA_RDMA_WIRE_H
 #define VRDMA_RDMA_WIRE_H
@@ -335,6 +335,9 @@ struct vrdma_doorbell {
 };
 static_assert(sizeof(struct vrdma_doorbell) == 8, "doorbell");
 
+/* Records in one doorbell buffer at most; a longer buffer is ignored. */
+#define VRDMA_MAX_DOORBELLS 4096u
+
 /* ---- event virtqueue: device-writable buffers of records ---- */
 
 enum vrdma_event_type {
@@ -388,7 +391,7 @@ static_assert(sizeof(struct vrdma_event) == 16, "event");
 
 /* Receive WQE (struct rxe_recv_wqe). */
 #define VRDMA_RWQE_WR_ID 0          /* le64 */
-#define VRDMA_RWQE_DMA_NUM_SGE 24   /* le32 */
+#define VRDMA_RWQE_DMA_NUM_SGE 28   /* le32 */
 #define VRDMA_RWQE_SGE 40
 #define VRDMA_RWQE_BASE_SIZE 40
 
