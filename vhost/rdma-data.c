@@ -22,6 +22,12 @@
 /* Remote-writable MRs are marked dirty every 100 ticks while logging. */
 #define LOG_EVERY_TICKS 100u
 #define QUIESCE_TIMEOUT_NS 2000000000ull
+/*
+ * Host wr_ids are the slot, plus this bit for receives: an error
+ * completion's opcode is undefined (rxe leaves it 0 on flushed receives),
+ * so which queue it belongs to must come from the wr_id itself.
+ */
+#define WRID_RECV (1ull << 32)
 
 /* ---- rings ---- */
 
@@ -358,7 +364,7 @@ void rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq)
 
 			if (!qp)
 				continue; /* destroyed meanwhile */
-			if (wc[i].opcode & IBV_WC_RECV)
+			if (wc[i].wr_id & WRID_RECV)
 				recv_done(d, qp, &wc[i]);
 			else
 				send_done(d, qp, &wc[i]);
@@ -440,7 +446,7 @@ static void build_send(struct rdma_qp *qp, const struct rdma_send_wqe *w, uint32
 	if (signal)
 		qp->unsignaled_run = 0;
 	*wr = (struct ibv_send_wr){
-		.wr_id = slot | (uint64_t)report << 32,
+		.wr_id = slot,
 		.sg_list = sges,
 		.num_sge = (int)w->num_sge,
 		.opcode = (enum ibv_wr_opcode)w->opcode,
@@ -589,7 +595,8 @@ void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp)
 				sges[n][i] = (struct ibv_sge){ w.sge[i].addr, w.sge[i].length,
 							       w.sge[i].lkey };
 			wrs[n] = (struct ibv_recv_wr){
-				.wr_id = rq->next, .sg_list = sges[n], .num_sge = (int)w.num_sge,
+				.wr_id = rq->next | WRID_RECV, .sg_list = sges[n],
+				.num_sge = (int)w.num_sge,
 				.next = NULL,
 			};
 			if (n)

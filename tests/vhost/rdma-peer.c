@@ -42,6 +42,12 @@ static int native_gid(void *ctx, uint16_t index, uint8_t gid[16], uint32_t *type
 
 int rp_native_open(const char *name, struct rp_native *n)
 {
+	return rp_native_open_sized(name, RP_BUF_SIZE, 64, n);
+}
+
+int rp_native_open_sized(const char *name, size_t buf_size, unsigned int depth,
+			 struct rp_native *n)
+{
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_port_attr port;
 	int gi;
@@ -60,10 +66,12 @@ int rp_native_open(const char *name, struct rp_native *n)
 	if (gi < 0)
 		return gi;
 	n->gid_index = (uint8_t)gi;
-	n->buf = aligned_alloc(4096, RP_BUF_SIZE);
+	n->buf = aligned_alloc(4096, buf_size);
+	if (n->buf)
+		memset(n->buf, 0, buf_size);
 	n->pd = ibv_alloc_pd(n->ctx);
-	n->cq = n->pd ? ibv_create_cq(n->ctx, 256, NULL, NULL, 0) : NULL;
-	n->mr = n->buf && n->pd ? ibv_reg_mr(n->pd, n->buf, RP_BUF_SIZE,
+	n->cq = n->pd ? ibv_create_cq(n->ctx, (int)(4 * depth), NULL, NULL, 0) : NULL;
+	n->mr = n->buf && n->pd ? ibv_reg_mr(n->pd, n->buf, buf_size,
 					     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 						     IBV_ACCESS_REMOTE_READ |
 						     IBV_ACCESS_REMOTE_ATOMIC)
@@ -72,8 +80,8 @@ int rp_native_open(const char *name, struct rp_native *n)
 		return -errno ? -errno : -ENOMEM;
 	n->qp = ibv_create_qp(n->pd, &(struct ibv_qp_init_attr){
 		.send_cq = n->cq, .recv_cq = n->cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1,
-			 .max_recv_sge = 1 },
+		.cap = { .max_send_wr = depth, .max_recv_wr = depth, .max_send_sge = 1,
+			 .max_recv_sge = 1, .max_inline_data = 64 },
 	});
 	return n->qp ? 0 : -errno;
 }
@@ -178,6 +186,11 @@ static int guest_gid(void *ctx, uint16_t index, uint8_t gid[16], uint32_t *type)
 
 int rp_guest_open(const char *socket_path, struct rp_guest *p)
 {
+	return rp_guest_open_opts(socket_path, NULL, p);
+}
+
+int rp_guest_open_opts(const char *socket_path, const struct vgd_opts *o, struct rp_guest *p)
+{
 	struct vgd_qp_caps caps = {
 		.sq_log2 = 6, .rq_log2 = 6, .max_send_sge = 4, .max_recv_sge = 4, .max_inline = 64,
 	};
@@ -186,7 +199,7 @@ int rp_guest_open(const char *socket_path, struct rp_guest *p)
 	int r, gi;
 
 	memset(p, 0, sizeof(*p));
-	r = vgd_open(socket_path, NULL, &p->g);
+	r = vgd_open(socket_path, o, &p->g);
 	if (!r)
 		r = vgd_cmd(p->g, VRDMA_CMD_QUERY_PORT, &preq, sizeof(preq), &port, sizeof(port));
 	if (r)

@@ -30,6 +30,9 @@ struct rp_native {
 
 /* Opens device name with a QP; -errno, or 77-style -ENODEV without it. */
 int rp_native_open(const char *name, struct rp_native *ret);
+/* The same with a buffer of buf_size bytes and depth WRs per queue. */
+int rp_native_open_sized(const char *name, size_t buf_size, unsigned int depth,
+			 struct rp_native *ret);
 void rp_native_close(struct rp_native *n);
 int rp_native_connect(struct rp_native *n, uint32_t remote_qpn, const uint8_t remote_gid[16],
 		      uint8_t rnr_retry);
@@ -53,6 +56,7 @@ struct rp_guest {
 };
 
 int rp_guest_open(const char *socket_path, struct rp_guest *ret);
+int rp_guest_open_opts(const char *socket_path, const struct vgd_opts *o, struct rp_guest *ret);
 void rp_guest_close(struct rp_guest *p);
 /* Index of the RoCE v2 GID holding an IPv4 address, from a query function. */
 int rp_find_v4_gid(int (*query)(void *ctx, uint16_t index, uint8_t gid[16], uint32_t *type),

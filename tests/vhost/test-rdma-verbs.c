@@ -358,6 +358,71 @@ static void test_rnr(void **state)
 	rp_guest_close(&g);
 }
 
+/* ---- migration: dirty logging and the stop ---- */
+
+static bool guest_page_dirty(const struct rp_guest *g, uint64_t off)
+{
+	return vuf_log_page_dirty(g->g->log, g->buf.pages[off / 4096]);
+}
+
+static void test_dirty_log_and_stop(void **state)
+{
+	struct vgd_opts o = { .log_all = true };
+	struct rp_guest g;
+	struct rp_native n;
+	struct ibv_wc wc;
+	struct vrdma_cqe c;
+	uint8_t zero[4096] = { 0 };
+
+	(void)state;
+	assert_int_equal(rp_guest_open_opts(tenant_a.sock, &o, &g), 0);
+	assert_int_equal(rp_native_open(dev_b, &n), 0);
+	connect_pair(&g, &n, 7);
+	vuf_log_clear(g.g->log);
+	/* A remote WRITE has no local completion: the device marks the
+	 * remote-writable MR on its own, within its 100 ms period. */
+	fill(n.buf, 4096, 20);
+	assert_int_equal(rp_native_post_send(&n, IBV_WR_RDMA_WRITE, 1, 0, 4096,
+					     g.mr.iova + 8 * 4096, g.mr.rkey, 0), 0);
+	assert_int_equal(rp_native_wait(&n, &wc), 0);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	usleep(300000);
+	assert_true(guest_page_dirty(&g, 8 * 4096));
+	/* A receive marks its buffer and the CQ slot the device wrote. */
+	vuf_log_clear(g.g->log);
+	assert_int_equal(vgd_post_recv(g.g, &g.qp, &(struct vgd_recv){
+		.wr_id = 2, .num_sge = 1, .sge = { rp_guest_sge(&g, 20 * 4096, 4096) } }, 1, false), 0);
+	assert_int_equal(rp_native_post_send(&n, IBV_WR_SEND, 3, 0, 100, 0, 0, 0), 0);
+	assert_int_equal(rp_native_wait(&n, &wc), 0);
+	assert_int_equal(rp_guest_wait(&g, &c), 0);
+	assert_true(vuf_log_page_dirty(g.g->log, g.buf.pages[20]));
+	/* The first CQ slot sits in the ring's first page. */
+	assert_true(vuf_log_page_dirty(g.g->log, g.cq.ring.gpa));
+	/* Stop as QEMU does before switch-over: a receive still posted is
+	 * flushed into the CQ, and the whole remote-writable MR is marked. */
+	assert_int_equal(vgd_post_recv(g.g, &g.qp, &(struct vgd_recv){
+		.wr_id = 4, .num_sge = 1, .sge = { rp_guest_sge(&g, 24 * 4096, 4096) } }, 1, true), 0);
+	usleep(100000);
+	vuf_log_clear(g.g->log);
+	assert_int_equal(vgd_stop(g.g), 0);
+	assert_int_equal(vgd_poll_cq(g.g, &g.cq, &c, 1), 1);
+	assert_int_equal(c.wr_id, 4);
+	assert_int_equal(c.status, IBV_WC_WR_FLUSH_ERR);
+	for (uint64_t off = 0; off < RP_BUF_SIZE; off += 4096)
+		assert_true(guest_page_dirty(&g, off));
+	/* Nothing lands after the stop: the QP is in error. */
+	assert_int_equal(vgd_buf_write(g.g, &g.buf, 30 * 4096, zero, sizeof(zero)), 0);
+	fill(n.buf, 4096, 21);
+	assert_int_equal(rp_native_post_send(&n, IBV_WR_RDMA_WRITE, 5, 0, 4096,
+					     g.mr.iova + 30 * 4096, g.mr.rkey, 0), 0);
+	/* The requester only retries into a QP in error (rxe's retry timer
+	 * may take long to give up): what matters is that nothing lands. */
+	usleep(500000);
+	guest_expect(&g, 30 * 4096, zero, sizeof(zero));
+	rp_native_close(&n);
+	rp_guest_close(&g);
+}
+
 /* ---- two tenants ---- */
 
 static void open_guests(struct rp_guest *a, struct rp_guest *b)
@@ -546,6 +611,130 @@ static void fill_small_quota(struct vgd *g)
 	vgd_buf_free(&buf);
 }
 
+/* Malformed requests fail with the documented status and change nothing. */
+static void test_iso_bad_requests(void **state)
+{
+	struct rp_guest a;
+	struct vrdma_reg_mr_req m;
+	struct vrdma_create_qp_req q = { 0 };
+	struct vrdma_reg_mr_resp mr_resp;
+	struct vrdma_create_qp_resp qp_resp;
+	struct vrdma_qp_attr attr = { .qp_state = VRDMA_QPS_RTR };
+	struct vgd_mr mr;
+	uint8_t req[sizeof(m) + 16];
+	uint64_t page;
+
+	(void)state;
+	assert_int_equal(rp_guest_open(tenant_a.sock, &a), 0);
+	page = a.buf.pages[0];
+	/* Zero, overlong and wrapping lengths. */
+	assert_int_equal(vgd_reg_mr(a.g, a.pd, &a.buf, 0, 0, 0, &mr), -EINVAL);
+	m = (struct vrdma_reg_mr_req){ .pd = a.pd, .iova = 0x1000, .length = 0,
+				       .page_shift = 12, .npages = 1 };
+	memcpy(req, &m, sizeof(m));
+	memcpy(req + sizeof(m), &page, 8);
+	assert_int_equal(vgd_cmd(a.g, VRDMA_CMD_REG_MR, req, sizeof(m) + 8, &mr_resp,
+				 sizeof(mr_resp)), VRDMA_EINVAL);
+	m.length = 8ull << 30;
+	memcpy(req, &m, sizeof(m));
+	assert_int_equal(vgd_cmd(a.g, VRDMA_CMD_REG_MR, req, sizeof(m) + 8, &mr_resp,
+				 sizeof(mr_resp)), VRDMA_E2BIG);
+	m.iova = UINT64_MAX - 100;
+	m.length = 4096;
+	memcpy(req, &m, sizeof(m));
+	assert_int_equal(vgd_cmd(a.g, VRDMA_CMD_REG_MR, req, sizeof(m) + 8, &mr_resp,
+				 sizeof(mr_resp)), VRDMA_EINVAL);
+	/* A page list that disagrees with the length: two pages for one. */
+	m = (struct vrdma_reg_mr_req){ .pd = a.pd, .iova = 0x1000, .length = 4096,
+				       .page_shift = 12, .npages = 2 };
+	memcpy(req, &m, sizeof(m));
+	memcpy(req + sizeof(m), &page, 8);
+	memcpy(req + sizeof(m) + 8, &page, 8);
+	assert_int_equal(vgd_cmd(a.g, VRDMA_CMD_REG_MR, req, sizeof(m) + 16, &mr_resp,
+				 sizeof(mr_resp)), VRDMA_EINVAL);
+	/* Before setup: a QP with no PD or CQs of this connection. */
+	q.qp_type = VRDMA_QPT_RC;
+	q.pd = 0x00700007;
+	q.send_cq = q.recv_cq = a.cq.handle;
+	q.max_send_sge = q.max_recv_sge = 1;
+	q.sq_log2_slots = q.rq_log2_slots = 2;
+	q.sq_log2_slot_size = 8;
+	q.rq_log2_slot_size = 6;
+	q.sq_npages = q.rq_npages = 1;
+	{
+		uint8_t qreq[sizeof(q) + 16];
+
+		memcpy(qreq, &q, sizeof(q));
+		memcpy(qreq + sizeof(q), &page, 8);
+		memcpy(qreq + sizeof(q) + 8, &page, 8);
+		assert_int_equal(vgd_cmd(a.g, VRDMA_CMD_CREATE_QP, qreq, sizeof(qreq), &qp_resp,
+					 sizeof(qp_resp)), VRDMA_ENOENT);
+		/* A raw packet QP is never the guest's. */
+		q.pd = a.pd;
+		q.qp_type = 8;
+		memcpy(qreq, &q, sizeof(q));
+		assert_int_equal(vgd_cmd(a.g, VRDMA_CMD_CREATE_QP, qreq, sizeof(qreq), &qp_resp,
+					 sizeof(qp_resp)), VRDMA_EPERM);
+	}
+	/* The IB state machine: RESET straight to RTR is refused by the host. */
+	assert_int_equal(vgd_modify_qp(a.g, &a.qp, VRDMA_QP_STATE, &attr), VRDMA_EINVAL);
+	/* Unknown command. */
+	assert_int_equal(vgd_cmd(a.g, 99, NULL, 0, NULL, 0), VRDMA_EOPNOTSUPP);
+	/* The connection still works. */
+	assert_int_equal(vgd_reg_mr(a.g, a.pd, &a.buf, 0, 4096, 0, &mr), 0);
+	rp_guest_close(&a);
+}
+
+/* Guessed rkeys of another tenant's MR: refused remotely, nothing lands,
+ * and the victim keeps working. */
+static void test_iso_guessed_rkeys(void **state)
+{
+	struct rp_guest a, b;
+	uint8_t zero[8192] = { 0 };
+	struct vrdma_cqe c;
+
+	(void)state;
+	assert_int_equal(rp_guest_open(tenant_b.sock, &b), 0);
+	assert_int_equal(vgd_buf_write(b.g, &b.buf, 0, zero, sizeof(zero)), 0);
+	for (uint32_t guess = 1; guess <= 3; guess++) {
+		assert_int_equal(rp_guest_open(tenant_a.sock, &a), 0);
+		/* B's QP is reconnected to each fresh attacker QP. */
+		assert_int_equal(vgd_modify_qp(b.g, &b.qp, VRDMA_QP_STATE,
+					       &(struct vrdma_qp_attr){ .qp_state = VRDMA_QPS_RESET }), 0);
+		assert_int_equal(vgd_connect_qp(a.g, &a.qp, b.qp.qpn, b.gid, a.gid_index, 7), 0);
+		assert_int_equal(vgd_connect_qp(b.g, &b.qp, a.qp.qpn, a.gid, b.gid_index, 7), 0);
+		guest_fill(&a, 0, 4096, 30);
+		guest_post(&a, &(struct vgd_send){
+			.wr_id = guess, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
+			.remote_addr = b.mr.iova, .rkey = b.mr.rkey + guess * 0x100, .num_sge = 1,
+			.sge = { rp_guest_sge(&a, 0, 4096) } });
+		guest_expect_cqe(&a, guess, IBV_WC_REM_ACCESS_ERR, 0);
+		guest_expect(&b, 0, zero, sizeof(zero));
+		rp_guest_close(&a);
+	}
+	/* B, the victim, still sends to a native peer. */
+	{
+		struct rp_native n;
+		struct ibv_wc wc;
+
+		assert_int_equal(rp_native_open(dev_a, &n), 0);
+		assert_int_equal(vgd_modify_qp(b.g, &b.qp, VRDMA_QP_STATE,
+					       &(struct vrdma_qp_attr){ .qp_state = VRDMA_QPS_RESET }), 0);
+		connect_pair(&b, &n, 7);
+		assert_int_equal(rp_native_post_recv(&n, 1, 0, 4096), 0);
+		guest_fill(&b, 4096, 1000, 31);
+		guest_post(&b, &(struct vgd_send){
+			.wr_id = 9, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED, .num_sge = 1,
+			.sge = { rp_guest_sge(&b, 4096, 1000) } });
+		assert_int_equal(rp_guest_wait(&b, &c), 0);
+		assert_int_equal(c.status, IBV_WC_SUCCESS);
+		assert_int_equal(rp_native_wait(&n, &wc), 0);
+		native_expect_pattern(&n, 0, 1000, 31);
+		rp_native_close(&n);
+	}
+	rp_guest_close(&b);
+}
+
 /* Floods stop at the tenant's quota, with ENOSPC, on any of its connections. */
 static void test_iso_quota(void **state)
 {
@@ -569,19 +758,50 @@ static void test_iso_quota(void **state)
 	vgd_close(g);
 }
 
-/* A front end that goes away leaves nothing behind: the whole quota is
- * free again for the next one, twenty times over. */
+/* Lines of `rdma resource show KIND` that belong to process pid. */
+static int host_objects(const char *kind, pid_t pid)
+{
+	char cmd[128], line[512], want[32];
+	int n = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>/dev/null", kind);
+	snprintf(want, sizeof(want), " pid %d ", (int)pid);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line) - 1, f)) {
+		/* Make the last field end in a space too. */
+		size_t len = strcspn(line, "\n");
+
+		line[len] = ' ';
+		line[len + 1] = '\0';
+		n += strstr(line, want) != NULL;
+	}
+	assert_int_equal(pclose(f), 0);
+	return n;
+}
+
+/* A front end that goes away leaves nothing behind on the host function,
+ * and the whole quota is free again for the next one, twenty times over. */
 static void test_teardown(void **state)
 {
+	pid_t pid = tenant_small.d.pid;
+
 	(void)state;
 	for (int i = 0; i < 20; i++) {
 		struct vgd *g;
 
 		assert_int_equal(vgd_open(tenant_small.sock, NULL, &g), 0);
 		fill_small_quota(g);
+		assert_int_equal(host_objects("qp", pid), 2);
 		vgd_close(g);
 		/* The daemon frees on its side once it sees the hang-up. */
-		usleep(100000);
+		for (int t = 0; t < 50 && host_objects("mr", pid); t++)
+			usleep(20000);
+		assert_int_equal(host_objects("qp", pid), 0);
+		assert_int_equal(host_objects("cq", pid), 0);
+		assert_int_equal(host_objects("mr", pid), 0);
+		assert_int_equal(host_objects("pd", pid), 0);
 	}
 }
 
@@ -621,11 +841,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_lkey),
 		cmocka_unit_test(test_remote_access_error),
 		cmocka_unit_test(test_rnr),
+		cmocka_unit_test(test_dirty_log_and_stop),
 		cmocka_unit_test(test_guest_to_guest),
 		cmocka_unit_test(test_iso_rkey_other_pd),
 		cmocka_unit_test(test_iso_foreign_lkey),
 		cmocka_unit_test(test_iso_handles),
 		cmocka_unit_test(test_iso_mr_ranges),
+		cmocka_unit_test(test_iso_bad_requests),
+		cmocka_unit_test(test_iso_guessed_rkeys),
 		cmocka_unit_test(test_iso_quota),
 		cmocka_unit_test(test_teardown),
 	};

@@ -391,15 +391,27 @@ int vgd_create_qp(struct vgd *g, uint32_t pd, const struct vgd_cq *scq, const st
 	return 0;
 }
 
-int vgd_modify_qp(struct vgd *g, const struct vgd_qp *qp, uint32_t mask,
+static void ring_restart(struct vgd_ring *r)
+{
+	r->prod = r->cons = 0;
+	__atomic_store_n((uint32_t *)(r->host + VRDMA_RING_PRODUCER), 0, __ATOMIC_RELEASE);
+}
+
+int vgd_modify_qp(struct vgd *g, struct vgd_qp *qp, uint32_t mask,
 		  const struct vrdma_qp_attr *a)
 {
 	struct vrdma_modify_qp_req m = { .qp = qp->handle, .attr_mask = mask, .attr = *a };
+	int r = vgd_cmd(g, VRDMA_CMD_MODIFY_QP, &m, sizeof(m), NULL, 0);
 
-	return vgd_cmd(g, VRDMA_CMD_MODIFY_QP, &m, sizeof(m), NULL, 0);
+	/* Back in RESET, driver and device both start the rings at slot 0. */
+	if (!r && (mask & VRDMA_QP_STATE) && a->qp_state == VRDMA_QPS_RESET) {
+		ring_restart(&qp->sq);
+		ring_restart(&qp->rq);
+	}
+	return r;
 }
 
-int vgd_connect_qp(struct vgd *g, const struct vgd_qp *qp, uint32_t remote_qpn,
+int vgd_connect_qp(struct vgd *g, struct vgd_qp *qp, uint32_t remote_qpn,
 		   const uint8_t remote_gid[16], uint8_t sgid_index, uint8_t rnr_retry)
 {
 	struct vrdma_qp_attr a = {

@@ -110,10 +110,11 @@ struct vgd_qp {
 };
 int vgd_create_qp(struct vgd *g, uint32_t pd, const struct vgd_cq *scq, const struct vgd_cq *rcq,
 		  const struct vgd_qp_caps *caps, struct vgd_qp *ret);
-int vgd_modify_qp(struct vgd *g, const struct vgd_qp *qp, uint32_t mask,
+/* A move to RESET restarts the driver's ring positions too. */
+int vgd_modify_qp(struct vgd *g, struct vgd_qp *qp, uint32_t mask,
 		  const struct vrdma_qp_attr *a);
 /* RESET -> INIT -> RTR -> RTS towards a remote QP at gid (RoCE v2). */
-int vgd_connect_qp(struct vgd *g, const struct vgd_qp *qp, uint32_t remote_qpn,
+int vgd_connect_qp(struct vgd *g, struct vgd_qp *qp, uint32_t remote_qpn,
 		   const uint8_t remote_gid[16], uint8_t sgid_index, uint8_t rnr_retry);
 int vgd_query_gid(struct vgd *g, uint16_t index, struct vrdma_gid_resp *ret);
 
