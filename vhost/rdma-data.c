@@ -196,9 +196,10 @@ void rdma_qp_fatal(struct rdma_dev *d, struct rdma_qp *qp, uint32_t reason)
 	rdma_post_event(d, VRDMA_EV_QP_FATAL, qp->handle, reason);
 }
 
-/* The guest stopped consuming a CQ: it is dead, and so is every QP on it. */
-static void cq_overrun(struct rdma_dev *d, struct rdma_cq *cq)
+void rdma_cq_fail(struct rdma_dev *d, struct rdma_cq *cq)
 {
+	if (cq->dead)
+		return;
 	cq->dead = true;
 	rdma_post_event(d, VRDMA_EV_CQ_ERR, cq->handle, 0);
 	for (uint32_t i = 0; i < d->qps.cap; i++) {
@@ -218,7 +219,7 @@ static void cq_push(struct rdma_dev *d, struct rdma_cq *cq, const struct vrdma_c
 	if (cq->dead || d->quiesced)
 		return;
 	if (((cq->prod + 1) & cq->ring.mask) == ring_load(&cq->ring, VRDMA_RING_CONSUMER)) {
-		cq_overrun(d, cq);
+		rdma_cq_fail(d, cq); /* the guest stopped consuming it */
 		return;
 	}
 	off = VRDMA_RING_DATA + ((size_t)cq->prod << VRDMA_CQE_SLOT_LOG2);
@@ -406,12 +407,10 @@ struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey)
 static int check_local(const struct rdma_dev *d, const struct rdma_qp *qp,
 		       const struct vrdma_sge *sge, uint32_t n, bool write)
 {
+	/* Zero-length SGEs too: some devices read a length of 0 as 2 GiB. */
 	for (uint32_t i = 0; i < n; i++) {
-		const struct rdma_mr *mr;
+		const struct rdma_mr *mr = rdma_mr_by_lkey(d, sge[i].lkey);
 
-		if (!sge[i].length)
-			continue;
-		mr = rdma_mr_by_lkey(d, sge[i].lkey);
 		if (!mr || mr->pd != qp->pd || sge[i].addr < mr->iova ||
 		    !range_within(sge[i].addr - mr->iova, sge[i].length, mr->length) ||
 		    (write && !(mr->access & VRDMA_ACCESS_LOCAL_WRITE)))

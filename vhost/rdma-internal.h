@@ -253,6 +253,8 @@ struct rdma_dev {
 	GQueue events; /* vrdma_event waiting for event buffers */
 	unsigned int dropped_events;
 	bool quiesced; /* stopped for migration: nothing touches guest memory */
+	unsigned int kicked; /* queues kicked at least once, a bit each */
+	bool session_lost;   /* the driver had objects this device never had */
 };
 
 #define RDMA_MAX_PENDING_EVENTS 1024u
@@ -285,6 +287,8 @@ void rdma_timer_fired(struct vu_dev *vu, int fd, void *data);
 void rdma_poll_timer_update(struct rdma_dev *d);
 void rdma_quiesce(struct rdma_dev *d);
 void rdma_log_remote_writable(struct rdma_dev *d);
+/* The CQ is dead (overrun, or its ring is gone): so is every QP on it. */
+void rdma_cq_fail(struct rdma_dev *d, struct rdma_cq *cq);
 /* Moves the QP to ERR on the host and tells the guest why. */
 void rdma_qp_fatal(struct rdma_dev *d, struct rdma_qp *qp, uint32_t reason);
 struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey);

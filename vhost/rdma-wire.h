@@ -346,7 +346,9 @@ enum vrdma_event_type {
 	VRDMA_EV_QP_FATAL = 3,     /* handle: QP moved to error; data: reason */
 	VRDMA_EV_PORT_ACTIVE = 4,
 	VRDMA_EV_PORT_ERR = 5,
-	VRDMA_EV_DEVICE_FATAL = 6, /* every object is gone (e.g. after migration) */
+	/* The driver must treat every object as lost and reset the device:
+	 * after a migration or a restarted back end, or events were lost. */
+	VRDMA_EV_DEVICE_FATAL = 6,
 };
 
 enum vrdma_qp_fatal_reason {

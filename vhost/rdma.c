@@ -120,10 +120,30 @@ static int rdma_set_config(void *opaque, uint32_t offset, const uint8_t *buf, ui
 	return -EPERM;
 }
 
+/*
+ * A queue that starts past slot 0 on a device that never ran was running
+ * before elsewhere (a live migration, or a back end restarted under the
+ * guest): its objects are gone with that device.  The driver hears it once.
+ */
+static void check_session(struct rdma_dev *d, struct vu_vq *vq)
+{
+	unsigned int bit = 1u << vq_index(vq);
+
+	if (d->kicked & bit)
+		return;
+	d->kicked |= bit;
+	if (!vq_next_avail(vq) || d->session_lost)
+		return;
+	d->session_lost = true;
+	rdma_post_event(d, VRDMA_EV_DEVICE_FATAL, 0, 0);
+	vu_dev_config_changed(d->vu);
+}
+
 static void rdma_queue_kick(void *opaque, struct vu_vq *vq)
 {
 	struct rdma_dev *d = opaque;
 
+	check_session(d, vq);
 	/* Started again after a stop (a migration that failed): go on. */
 	d->quiesced = false;
 	switch (vq_index(vq)) {
@@ -181,10 +201,8 @@ static void rdma_mem_gone(void *opaque, uint64_t gpa, uint64_t size)
 	for (uint32_t j = 0; j < d->cqs.cap; j++) {
 		struct rdma_cq *cq = d->cqs.obj[j];
 
-		if (cq && !cq->dead && vu_pages_overlap(cq->ring.pages, gpa, size)) {
-			cq->dead = true;
-			rdma_post_event(d, VRDMA_EV_CQ_ERR, cq->handle, 0);
-		}
+		if (cq && vu_pages_overlap(cq->ring.pages, gpa, size))
+			rdma_cq_fail(d, cq);
 	}
 }
 
@@ -197,6 +215,8 @@ static void rdma_reset(void *opaque)
 	d->dropped_events = 0;
 	d->quiesced = false;
 	d->event_vq = NULL;
+	d->kicked = 0;
+	d->session_lost = false;
 }
 
 static void rdma_attach(void *opaque, struct vu_dev *dev)

@@ -21,6 +21,11 @@ static struct vu_dev *vq_dev(const struct vu_vq *vq)
 	return vq->dev;
 }
 
+uint16_t vq_next_avail(const struct vu_vq *vq)
+{
+	return vq->last_avail_idx;
+}
+
 unsigned int vq_index(const struct vu_vq *vq)
 {
 	return vq->index;

@@ -135,6 +135,8 @@ struct vq_elem {
 #define VQ_MAX_SEGS 1024u
 
 unsigned int vq_index(const struct vu_vq *vq);
+/* The avail index the device takes next: the ring's base before any pop. */
+uint16_t vq_next_avail(const struct vu_vq *vq);
 /*
  * Takes the next request: 1 with *elem filled (free with vq_elem_free),
  * 0 if the queue is empty or stopped, -EIO if the driver broke the queue

@@ -368,6 +368,10 @@ static bool guest_page_dirty(const struct rp_guest *g, uint64_t off)
 static void test_dirty_log_and_stop(void **state)
 {
 	struct vgd_opts o = { .log_all = true };
+	struct vgd_opts dest = { .resume = true };
+	uint16_t base[VRDMA_NUM_VQS];
+	struct vrdma_event ev;
+	struct vgd *moved;
 	struct rp_guest g;
 	struct rp_native n;
 	struct ibv_wc wc;
@@ -404,7 +408,7 @@ static void test_dirty_log_and_stop(void **state)
 		.wr_id = 4, .num_sge = 1, .sge = { rp_guest_sge(&g, 24 * 4096, 4096) } }, 1, true), 0);
 	usleep(100000);
 	vuf_log_clear(g.g->log);
-	assert_int_equal(vgd_stop(g.g), 0);
+	assert_int_equal(vgd_stop(g.g, base), 0);
 	assert_int_equal(vgd_poll_cq(g.g, &g.cq, &c, 1), 1);
 	assert_int_equal(c.wr_id, 4);
 	assert_int_equal(c.status, IBV_WC_WR_FLUSH_ERR);
@@ -419,6 +423,15 @@ static void test_dirty_log_and_stop(void **state)
 	 * may take long to give up): what matters is that nothing lands. */
 	usleep(500000);
 	guest_expect(&g, 30 * 4096, zero, sizeof(zero));
+	/* The guest resumes on a device that never had its objects (the
+	 * destination): its first event says so, and its handles are unknown. */
+	assert_true(base[VRDMA_VQ_CTRL] > 0);
+	memcpy(dest.base, base, sizeof(base));
+	assert_int_equal(vgd_open(tenant_a.sock, &dest, &moved), 0);
+	assert_int_equal(vgd_wait_event(moved, RP_TIMEOUT_MS, &ev), 0);
+	assert_int_equal(ev.type, VRDMA_EV_DEVICE_FATAL);
+	assert_int_equal(vgd_destroy(moved, VRDMA_CMD_DESTROY_QP, g.qp.handle), VRDMA_ENOENT);
+	vgd_close(moved);
 	rp_native_close(&n);
 	rp_guest_close(&g);
 }

@@ -39,7 +39,16 @@ static int post_event_buffer(struct vgd *g, uint32_t i)
 	return vuf_vq_kick_force(&g->vq[VRDMA_VQ_EVENT]);
 }
 
-static int setup_queues(struct vgd *g)
+/* The rings as a migrated guest has them: both indexes at base. */
+static int start_at(struct vuf_vq *vq, uint16_t base)
+{
+	vq->avail_idx = vq->kicked_idx = vq->last_used = base;
+	put_le16(vq->avail + 2, base);
+	put_le16(vq->used + 2, base);
+	return vuf_vq_start_at(vq, base);
+}
+
+static int setup_queues(struct vgd *g, const struct vgd_opts *o)
 {
 	int r = 0;
 
@@ -47,7 +56,7 @@ static int setup_queues(struct vgd *g)
 		r = vuf_vq_init(&g->vq[i], g->conn, g->mem, i, VGD_QUEUE_SIZE);
 	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++) {
 		g->vq[i].log = g->log != NULL;
-		r = vuf_vq_start(&g->vq[i]);
+		r = o && o->resume ? start_at(&g->vq[i], o->base[i]) : vuf_vq_start(&g->vq[i]);
 	}
 	if (!r)
 		r = vuf_mem_alloc(g->mem, VGD_REQ_MAX, PAGE, &g->req_gpa);
@@ -97,7 +106,7 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 	if (!r)
 		r = vuf_get_config(g->conn, 0, sizeof(g->config), &g->config);
 	if (!r)
-		r = setup_queues(g);
+		r = setup_queues(g, o);
 	if (r) {
 		vgd_close(g);
 		return r;
@@ -629,12 +638,15 @@ int vgd_wait_event(struct vgd *g, int timeout_ms, struct vrdma_event *ret)
 	return 0;
 }
 
-int vgd_stop(struct vgd *g)
+int vgd_stop(struct vgd *g, uint16_t ret_base[VRDMA_NUM_VQS])
 {
 	uint32_t base;
 	int r = 0;
 
-	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++)
+	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++) {
 		r = vuf_vq_stop(&g->vq[i], &base);
+		if (ret_base)
+			ret_base[i] = (uint16_t)base;
+	}
 	return r;
 }

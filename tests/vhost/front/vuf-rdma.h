@@ -41,6 +41,10 @@ struct vgd_opts {
 	uint64_t ram_bytes;  /* default 256 MiB */
 	bool log_all;        /* negotiate LOG_ALL and send a log */
 	int timeout_ms;      /* per command, default 5000 */
+	/* Start the queues where a stopped device left them (vgd_stop), as
+	 * on a migration's destination. */
+	bool resume;
+	uint16_t base[VRDMA_NUM_VQS];
 };
 
 int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret);
@@ -157,7 +161,8 @@ int vgd_arm_cq(struct vgd *g, struct vgd_cq *cq, bool solicited);
 /* Next event record; -ETIMEDOUT. */
 int vgd_wait_event(struct vgd *g, int timeout_ms, struct vrdma_event *ret);
 
-/* Stops every queue (GET_VRING_BASE), as QEMU does before switch-over. */
-int vgd_stop(struct vgd *g);
+/* Stops every queue (GET_VRING_BASE), as QEMU does before switch-over;
+ * ret_base (may be NULL) gets where each stopped. */
+int vgd_stop(struct vgd *g, uint16_t ret_base[VRDMA_NUM_VQS]);
 
 #endif
