@@ -27,6 +27,7 @@
 #include "vuf-rdma.h"
 
 #define BUF_SIZE (4u << 20)
+#define MAX_MSG 65536u
 #define WINDOW 64u
 #define BATCH 16u
 /* Scattered pages are one mapping each: 128 MiB stays well inside the
@@ -70,8 +71,9 @@ static void nat_post_recvs(struct rp_native *n, unsigned int count, uint32_t siz
 	}
 }
 
-/* Receives on the native target are consumed and re-posted. */
-static void nat_serve_recvs(struct rp_native *n, uint32_t size)
+/* Receives on the native target are consumed and re-posted, always of
+ * the largest message size: a later case may send bigger messages. */
+static void nat_serve_recvs(struct rp_native *n)
 {
 	struct ibv_wc wc[32];
 	int got = ibv_poll_cq(n->cq, 32, wc);
@@ -80,7 +82,7 @@ static void nat_serve_recvs(struct rp_native *n, uint32_t size)
 		if (wc[i].status)
 			die("native receive", -(int)wc[i].status);
 	if (got > 0)
-		nat_post_recvs(n, (unsigned int)got, size);
+		nat_post_recvs(n, (unsigned int)got, MAX_MSG);
 }
 
 /* ---- the two senders under test ---- */
@@ -167,7 +169,7 @@ static double bandwidth(struct sender *s, struct rp_native *target, uint32_t opc
 		}
 		done += (unsigned int)s->reap(s) * BATCH;
 		if (opcode == IBV_WR_SEND)
-			nat_serve_recvs(target, size);
+			nat_serve_recvs(target);
 	}
 	return (double)count * size / ((double)(monotonic_ns() - t0) / 1e3);
 }
@@ -310,6 +312,18 @@ static pid_t spawn_daemon(const char *bin, const char *dev, const char *sock)
 	return pid;
 }
 
+static const struct {
+	const char *name;
+	uint32_t op;
+	uint32_t size;
+	unsigned int count;
+} cases[] = {
+	{ "WRITE 64 KiB bandwidth", IBV_WR_RDMA_WRITE, 65536, 1024 },
+	{ "WRITE 4 KiB bandwidth", IBV_WR_RDMA_WRITE, 4096, 4096 },
+	{ "SEND 64 KiB bandwidth", IBV_WR_SEND, 65536, 1024 },
+	{ "SEND 4 KiB bandwidth", IBV_WR_SEND, 4096, 4096 },
+};
+
 static void row(const char *what, const char *unit, double dev, double nat, bool lower_better)
 {
 	printf("%-30s %10.2f %10.2f %-6s ratio %.2f%s\n", what, dev, nat, unit, dev / nat,
@@ -366,8 +380,8 @@ int main(int argc, char **argv)
 	nat_connect(&nb, qp.qpn, gid.gid);
 	nat_connect(&na, nb2.qp->qp_num, nb2.gid);
 	nat_connect(&nb2, na.qp->qp_num, na.gid);
-	nat_post_recvs(&nb, 200, 65536);
-	nat_post_recvs(&nb2, 200, 65536);
+	nat_post_recvs(&nb, 200, MAX_MSG);
+	nat_post_recvs(&nb2, 200, MAX_MSG);
 
 	printf("== rdma device vs native verbs: %s -> %s, same loop (window %u, batch %u, "
 	       "one signaled per batch) ==\n", argv[2], argv[3], WINDOW, BATCH);
@@ -376,20 +390,13 @@ int main(int argc, char **argv)
 		/* Alternate who goes first: drift in the TCG guest hits both alike. */
 		struct sender *first = round ? &native : &guest, *second = round ? &guest : &native;
 		struct rp_native *t1 = round ? &nb2 : &nb, *t2 = round ? &nb : &nb2;
-		double a, b;
 
-		a = bandwidth(first, t1, IBV_WR_RDMA_WRITE, 65536, 1024);
-		b = bandwidth(second, t2, IBV_WR_RDMA_WRITE, 65536, 1024);
-		row("WRITE 64 KiB bandwidth", "MB/s", round ? b : a, round ? a : b, false);
-		a = bandwidth(first, t1, IBV_WR_RDMA_WRITE, 4096, 4096);
-		b = bandwidth(second, t2, IBV_WR_RDMA_WRITE, 4096, 4096);
-		row("WRITE 4 KiB bandwidth", "MB/s", round ? b : a, round ? a : b, false);
-		a = bandwidth(first, t1, IBV_WR_SEND, 65536, 1024);
-		b = bandwidth(second, t2, IBV_WR_SEND, 65536, 1024);
-		row("SEND 64 KiB bandwidth", "MB/s", round ? b : a, round ? a : b, false);
-		a = bandwidth(first, t1, IBV_WR_SEND, 4096, 4096);
-		b = bandwidth(second, t2, IBV_WR_SEND, 4096, 4096);
-		row("SEND 4 KiB bandwidth", "MB/s", round ? b : a, round ? a : b, false);
+		for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+			double a = bandwidth(first, t1, cases[i].op, cases[i].size, cases[i].count);
+			double b = bandwidth(second, t2, cases[i].op, cases[i].size, cases[i].count);
+
+			row(cases[i].name, "MB/s", round ? b : a, round ? a : b, false);
+		}
 	}
 	{
 		/* Pings go from offset 0, pongs land at offset 64. */

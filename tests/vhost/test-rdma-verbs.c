@@ -66,6 +66,13 @@ static void native_expect_pattern(struct rp_native *n, uint64_t off, uint32_t le
 	assert_memory_equal(n->buf + off, want, len);
 }
 
+/* Nothing landed in the native peer's first len bytes. */
+static void native_expect_zero(struct rp_native *n, uint32_t len)
+{
+	for (uint32_t i = 0; i < len; i++)
+		assert_int_equal(n->buf[i], 0);
+}
+
 static void connect_pair(struct rp_guest *g, struct rp_native *n, uint8_t rnr_retry)
 {
 	assert_int_equal(vgd_connect_qp(g->g, &g->qp, n->qp->qp_num, n->gid, g->gid_index,
@@ -317,8 +324,7 @@ static void test_bad_lkey(void **state)
 		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey, .num_sge = 1,
 		.sge = { rp_guest_sge(&g, 0, 4096) } });
 	guest_expect_cqe(&g, 32, IBV_WC_WR_FLUSH_ERR, 0);
-	for (int i = 0; i < 8192; i++)
-		assert_int_equal(n.buf[i], 0);
+	native_expect_zero(&n, 8192);
 	rp_native_close(&n);
 	rp_guest_close(&g);
 }
@@ -337,8 +343,7 @@ static void test_remote_access_error(void **state)
 		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey ^ 0xff00, .num_sge = 1,
 		.sge = { rp_guest_sge(&g, 0, 4096) } });
 	guest_expect_cqe(&g, 40, IBV_WC_REM_ACCESS_ERR, 0);
-	for (int i = 0; i < 8192; i++)
-		assert_int_equal(n.buf[i], 0);
+	native_expect_zero(&n, 8192);
 	rp_native_close(&n);
 	rp_guest_close(&g);
 }
@@ -532,8 +537,7 @@ static void test_iso_foreign_lkey(void **state)
 		.wr_id = 71, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED, .num_sge = 1,
 		.sge = { { .addr = b.mr.iova, .length = 64, .lkey = b.mr.lkey } } });
 	guest_expect_cqe(&a3, 71, IBV_WC_LOC_PROT_ERR, 0);
-	for (int i = 0; i < 8192; i++)
-		assert_int_equal(n.buf[i], 0);
+	native_expect_zero(&n, 8192);
 	rp_native_close(&n);
 	rp_guest_close(&a3);
 	rp_guest_close(&a2);
