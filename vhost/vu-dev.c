@@ -287,10 +287,11 @@ static int h_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
 	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIGURE_MEM_SLOTS))
 		return -EOPNOTSUPP;
 	vu_decode_mem_reg(msg, &d);
-	dev->ops.mem_gone(dev->opaque, d.guest_addr, d.size);
 	ret = vu_mem_remove(&dev->mem, &d);
 	if (ret < 0)
 		return ret;
+	/* Only memory that was there: devices' own views still hold it. */
+	dev->ops.mem_gone(dev->opaque, d.guest_addr, d.size);
 	remap_rings(dev);
 	return 0;
 }

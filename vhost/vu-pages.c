@@ -59,6 +59,24 @@ static int map_all(struct vu_dev *dev, struct vu_pages *p)
 	return 0;
 }
 
+/*
+ * Pages that are one run inside one region are already contiguous in the
+ * region's own mapping: a view nobody but the hardware touches can use it
+ * as it is (no new mapping, and its page tables are already filled).  The
+ * back end's own views (rings) never do: the region mapping goes away with
+ * the memory table, a view must not.
+ */
+static uint8_t *region_view(struct vu_dev *dev, const uint64_t *gpas, uint64_t npages,
+			    uint64_t page)
+{
+	const struct vu_region *r = vu_mem_region(&dev->mem, gpas[0]);
+
+	if (!r || gpas[0] % page || !range_within(gpas[0] - r->gpa, page, r->size) ||
+	    run_length(r, gpas, 0, npages, page) != npages)
+		return NULL;
+	return r->host + (gpas[0] - r->gpa);
+}
+
 int vu_pages_map(struct vu_dev *dev, const uint64_t *gpas, uint64_t npages,
 		 unsigned int page_shift, bool guarded, struct vu_pages **ret)
 {
@@ -74,6 +92,14 @@ int vu_pages_map(struct vu_dev *dev, const uint64_t *gpas, uint64_t npages,
 	p->page_shift = page_shift;
 	p->len = npages << page_shift;
 	p->gpa = g_memdup2(gpas, npages * sizeof(*gpas));
+	if (!guarded) {
+		p->addr = region_view(dev, gpas, npages, 1ull << page_shift);
+		p->borrowed = p->addr != NULL;
+		if (p->borrowed) {
+			*ret = g_steal_pointer(&p);
+			return 0;
+		}
+	}
 	base = mmap(NULL, p->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) {
 		g_free(p->gpa);
@@ -99,7 +125,8 @@ void vu_pages_unmap(struct vu_pages *p)
 		return;
 	if (p->guarded)
 		vu_guard_remove(p->addr);
-	munmap(p->addr, p->len);
+	if (!p->borrowed)
+		munmap(p->addr, p->len);
 	g_free(p->gpa);
 	g_free(p);
 }

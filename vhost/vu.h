@@ -56,8 +56,9 @@ struct vu_device_ops {
 	/* The front end stopped vq (GET_VRING_BASE): nothing may be in flight
 	 * into guest memory once this returns. */
 	void (*queue_stop)(void *opaque, struct vu_vq *vq);
-	/* Guest memory [gpa, gpa+size) is about to go (REM_MEM_REG, or not in a
-	 * new table): drop whatever was mapped from it (vu_pages). */
+	/* Guest memory [gpa, gpa+size) went away (REM_MEM_REG, or not in a new
+	 * table): drop whatever was mapped from it (vu_pages, which keep the
+	 * memory itself until they are unmapped). */
 	void (*mem_gone)(void *opaque, uint64_t gpa, uint64_t size);
 };
 
@@ -93,9 +94,12 @@ bool vu_dev_logging(const struct vu_dev *dev);
 void vu_dev_log_write(struct vu_dev *dev, uint64_t gpa, uint64_t len);
 
 /*
- * A contiguous host view of guest pages (an RDMA MR or ring): each page is
- * mapped again from its region's file, so the view stays valid whatever
- * the front end does to its memory table until vu_pages_unmap().
+ * A contiguous host view of guest pages (an RDMA MR or ring).  A guarded
+ * view (one the back end itself reads and writes) maps each page again
+ * from its region's file, so it stays valid whatever the front end does
+ * to its memory table until vu_pages_unmap().  An unguarded view (for
+ * hardware only: an MR) of pages that are contiguous in one region is that
+ * region's own mapping.
  */
 struct vu_pages {
 	uint8_t *addr;
@@ -104,6 +108,7 @@ struct vu_pages {
 	unsigned int page_shift;
 	uint64_t *gpa; /* of each page */
 	bool guarded;
+	bool borrowed; /* the region's mapping, not ours */
 };
 
 /*

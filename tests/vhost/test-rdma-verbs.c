@@ -441,6 +441,38 @@ static void test_dirty_log_and_stop(void **state)
 	rp_guest_close(&g);
 }
 
+/* Memory the front end removes under a live MR: the QPs of its PD go to
+ * error, the MR is deregistered, and its lkey no longer passes. */
+static void test_memory_removed(void **state)
+{
+	struct vgd_opts o = { .extra_bytes = 4u << 20 };
+	struct rp_guest g;
+	struct rp_native n;
+	struct vgd_buf extra;
+	struct vgd_mr mr;
+
+	(void)state;
+	assert_int_equal(rp_guest_open_opts(tenant_a.sock, &o, &g), 0);
+	assert_int_equal(rp_native_open(dev_b, &n), 0);
+	connect_pair(&g, &n, 7);
+	assert_int_equal(vgd_buf_alloc_in(g.g, 1, 1u << 20, true, &extra), 0);
+	assert_int_equal(vgd_reg_mr(g.g, g.pd, &extra, 0, 1u << 20, VRDMA_ACCESS_ALL, &mr), 0);
+	assert_int_equal(vgd_remove_extra(g.g), 0);
+	expect_event(g.g, VRDMA_EV_QP_FATAL, g.qp.handle, VRDMA_QPF_MEMORY);
+	memset(n.buf, 0, 8192);
+	guest_post(&g, &(struct vgd_send){
+		.wr_id = 80, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
+		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey, .num_sge = 1,
+		.sge = { { .addr = mr.iova, .length = 4096, .lkey = mr.lkey } } });
+	guest_expect_cqe(&g, 80, IBV_WC_LOC_PROT_ERR, 0);
+	native_expect_zero(&n, 8192);
+	/* The handle lives on until the guest lets go of it. */
+	assert_int_equal(vgd_destroy(g.g, VRDMA_CMD_DEREG_MR, mr.handle), 0);
+	vgd_buf_free(&extra);
+	rp_native_close(&n);
+	rp_guest_close(&g);
+}
+
 /* ---- two tenants ---- */
 
 static void open_guests(struct rp_guest *a, struct rp_guest *b)
@@ -859,6 +891,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_remote_access_error),
 		cmocka_unit_test(test_rnr),
 		cmocka_unit_test(test_dirty_log_and_stop),
+		cmocka_unit_test(test_memory_removed),
 		cmocka_unit_test(test_guest_to_guest),
 		cmocka_unit_test(test_iso_rkey_other_pd),
 		cmocka_unit_test(test_iso_foreign_lkey),

@@ -79,7 +79,8 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 	uint64_t want = VUF_BIT(VUF_F_VERSION_1) | VUF_BIT(VUF_F_PROTOCOL_FEATURES) |
 			VUF_BIT(VRDMA_F_ATOMIC) | (o && o->log_all ? VUF_BIT(VUF_F_LOG_ALL) : 0);
 	uint64_t want_proto = VUF_BIT(VUF_PF_CONFIG) | VUF_BIT(VUF_PF_REPLY_ACK) |
-			      VUF_BIT(VUF_PF_LOG_SHMFD) | VUF_BIT(VUF_PF_MQ);
+			      VUF_BIT(VUF_PF_LOG_SHMFD) | VUF_BIT(VUF_PF_MQ) |
+			      VUF_BIT(VUF_PF_CONFIG_MEM_SLOTS);
 	uint64_t proto;
 	int r;
 
@@ -96,6 +97,8 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 	r = g->mem ? vuf_negotiate(g->conn, want, want_proto, &g->features, &proto) : -ENOMEM;
 	if (!r)
 		r = vuf_mem_add_region(g->mem, 0, ram, 0);
+	if (!r && o && o->extra_bytes)
+		r = vuf_mem_add_region(g->mem, VGD_EXTRA_GPA, o->extra_bytes, 0);
 	if (!r)
 		r = vuf_mem_send_table(g->mem, g->conn);
 	if (!r && o && o->log_all) {
@@ -197,6 +200,22 @@ int vgd_cmd(struct vgd *g, uint16_t opcode, const void *req, uint32_t req_len, v
 
 int vgd_buf_alloc(struct vgd *g, uint64_t len, bool scatter, struct vgd_buf *ret)
 {
+	return vgd_buf_alloc_in(g, 0, len, scatter, ret);
+}
+
+int vgd_remove_extra(struct vgd *g)
+{
+	struct vuf_region_desc d;
+
+	if (vuf_mem_nregions(g->mem) < 2)
+		return -ENOENT;
+	d = vuf_mem_region_desc(g->mem, 1);
+	return vuf_rem_mem_reg(g->conn, &d);
+}
+
+int vgd_buf_alloc_in(struct vgd *g, size_t region, uint64_t len, bool scatter,
+		     struct vgd_buf *ret)
+{
 	uint64_t npages = (len + PAGE - 1) / PAGE;
 	uint64_t base;
 	int r;
@@ -204,7 +223,7 @@ int vgd_buf_alloc(struct vgd *g, uint64_t len, bool scatter, struct vgd_buf *ret
 	*ret = (struct vgd_buf){ .va = g->next_va, .len = len, .npages = npages };
 	/* Guard page between buffers in the made-up VA space. */
 	g->next_va += (npages + 1) * PAGE;
-	r = vuf_mem_alloc(g->mem, npages * PAGE, PAGE, &base);
+	r = vuf_mem_alloc_in(g->mem, region, npages * PAGE, PAGE, &base);
 	if (r)
 		return r;
 	ret->pages = calloc(npages, sizeof(uint64_t));

@@ -45,7 +45,12 @@ struct vgd_opts {
 	 * on a migration's destination. */
 	bool resume;
 	uint16_t base[VRDMA_NUM_VQS];
+	/* A second RAM region (its own memfd) of this size at VGD_EXTRA_GPA,
+	 * for buffers a test takes away with REM_MEM_REG. */
+	uint64_t extra_bytes;
 };
+
+#define VGD_EXTRA_GPA (1ull << 40)
 
 int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret);
 void vgd_close(struct vgd *g);
@@ -68,6 +73,11 @@ struct vgd_buf {
 
 /* scatter: pages in reverse physical order, so no two are adjacent. */
 int vgd_buf_alloc(struct vgd *g, uint64_t len, bool scatter, struct vgd_buf *ret);
+/* The same in RAM region `region` (1: the extra one). */
+int vgd_buf_alloc_in(struct vgd *g, size_t region, uint64_t len, bool scatter,
+		     struct vgd_buf *ret);
+/* REM_MEM_REG of the extra region, as a front end unplugging memory. */
+int vgd_remove_extra(struct vgd *g);
 void vgd_buf_free(struct vgd_buf *b);
 int vgd_buf_write(struct vgd *g, const struct vgd_buf *b, uint64_t off, const void *src,
 		  uint64_t len);
