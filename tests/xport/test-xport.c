@@ -817,6 +817,10 @@ int main(int argc, char **argv)
 		kill_server_scenario();
 	} else if (strcmp(scenario, "kill-client") == 0) {
 		kill_client_scenario();
+	} else if (strcmp(scenario, "hostile-unknown-id") == 0 && kind != XPORT_KIND_TCP) {
+		/* rdma addresses by rkey and address: the id names nothing there. */
+		fprintf(stderr, "hostile-unknown-id is a tcp case\n");
+		return 2;
 	} else if (strncmp(scenario, "hostile-", 8) == 0) {
 		hostile_scenario();
 	} else {
