@@ -34,6 +34,10 @@ struct vhost_device_type {
 	/* Fills the ops for one connection and returns its instance. */
 	int (*instance_new)(void *shared, struct vu_device_ops *ret_ops, void **ret_instance);
 	void (*instance_free)(void *instance);
+	/* Optional: an fd of the shared state to watch (-1: none), and what to
+	 * run when it is readable (the host device's asynchronous events). */
+	int (*shared_fd)(void *shared);
+	void (*shared_ready)(void *shared);
 };
 
 extern const struct vhost_device_type vhost_blk_type;

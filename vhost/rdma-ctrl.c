@@ -289,6 +289,7 @@ static int cmd_create_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma
 	if (sh->used.cqs >= sh->limit.cqs)
 		return VRDMA_ENOSPC;
 	cq = g_new0(struct rdma_cq, 1);
+	cq->dev = d;
 	pages = rdma_request_pages(rq, 0, rq->npages);
 	r = rdma_ring_init(d, &cq->ring, pages, rq->npages, c.log2_slots, VRDMA_CQE_SLOT_LOG2);
 	if (r)
@@ -409,6 +410,7 @@ static int cmd_create_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 	if (r)
 		return r;
 	qp = g_new0(struct rdma_qp, 1);
+	qp->dev = d;
 	qp->pd = rdma_table_get(&d->pds, q.pd);
 	qp->scq = rdma_table_get(&d->cqs, q.send_cq);
 	qp->rcq = rdma_table_get(&d->cqs, q.recv_cq);

@@ -158,6 +158,7 @@ struct rdma_shared {
 	struct rdma_quota limit; /* per tenant */
 	struct rdma_quota used;
 	uint32_t generation;
+	GList *devs; /* every connection's device, for port and device events */
 };
 
 struct rdma_pd {
@@ -185,6 +186,7 @@ struct rdma_ring {
 };
 
 struct rdma_cq {
+	struct rdma_dev *dev; /* its connection, for host events */
 	uint32_t handle;
 	struct ibv_cq *cq;
 	struct rdma_ring ring;
@@ -217,6 +219,7 @@ struct rdma_wq {
 };
 
 struct rdma_qp {
+	struct rdma_dev *dev; /* its connection, for host events */
 	uint32_t handle;
 	uint32_t qpn;
 	struct ibv_qp *qp;

@@ -70,6 +70,12 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 		return -r;
 	}
 	limits_from_host(sh);
+	r = fcntl(sh->ctx->async_fd, F_GETFL);
+	if (r < 0 || fcntl(sh->ctx->async_fd, F_SETFL, r | O_NONBLOCK) < 0) {
+		r = -errno;
+		ibv_close_device(sh->ctx);
+		return r;
+	}
 	sh->limit = (struct rdma_quota){
 		.pds = args->rdma_quota.pds, .mrs = args->rdma_quota.mrs,
 		.cqs = args->rdma_quota.cqs, .qps = args->rdma_quota.qps,
@@ -78,6 +84,63 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 	sh->generation = g_random_int() | 1;
 	*ret_shared = g_steal_pointer(&sh);
 	return 0;
+}
+
+static int rdma_shared_fd(void *shared)
+{
+	return ((struct rdma_shared *)shared)->ctx->async_fd;
+}
+
+static void broadcast(struct rdma_shared *sh, uint16_t type, uint32_t data)
+{
+	for (GList *l = sh->devs; l; l = l->next) {
+		rdma_post_event(l->data, type, 0, data);
+		rdma_flush_events(l->data);
+	}
+}
+
+/*
+ * The host device's asynchronous events, for every connection: a QP or
+ * CQ event goes to the one that owns it (destroying a QP or CQ waits for
+ * its events to be acknowledged, so the context is still valid here).
+ */
+static void rdma_shared_ready(void *shared)
+{
+	struct rdma_shared *sh = shared;
+	struct ibv_async_event ev;
+
+	while (ibv_get_async_event(sh->ctx, &ev) == 0) {
+		struct rdma_qp *qp = NULL;
+		struct rdma_cq *cq;
+
+		switch (ev.event_type) {
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+			qp = ev.element.qp->qp_context;
+			if (qp->state != VRDMA_QPS_ERR)
+				rdma_qp_fatal(qp->dev, qp, VRDMA_QPF_HOST);
+			rdma_flush_events(qp->dev);
+			break;
+		case IBV_EVENT_CQ_ERR:
+			cq = ev.element.cq->cq_context;
+			rdma_cq_fail(cq->dev, cq);
+			rdma_flush_events(cq->dev);
+			break;
+		case IBV_EVENT_PORT_ACTIVE:
+			broadcast(sh, VRDMA_EV_PORT_ACTIVE, 1);
+			break;
+		case IBV_EVENT_PORT_ERR:
+			broadcast(sh, VRDMA_EV_PORT_ERR, 1);
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			broadcast(sh, VRDMA_EV_DEVICE_FATAL, 0);
+			break;
+		default:
+			break; /* informational (path migration, GID or LID change...) */
+		}
+		ibv_ack_async_event(&ev);
+	}
 }
 
 static void rdma_close(void *shared)
@@ -235,6 +298,7 @@ static void rdma_instance_free(void *instance)
 	if (!d)
 		return;
 	rdma_reset(d);
+	d->sh->devs = g_list_remove(d->sh->devs, d);
 	rdma_table_free(&d->pds);
 	rdma_table_free(&d->mrs);
 	rdma_table_free(&d->cqs);
@@ -255,6 +319,7 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 	int fl;
 
 	d->sh = sh;
+	sh->devs = g_list_prepend(sh->devs, d);
 	d->qp_by_qpn = g_hash_table_new(NULL, NULL);
 	d->mr_by_lkey = g_hash_table_new(NULL, NULL);
 	g_queue_init(&d->events);
@@ -293,4 +358,6 @@ const struct vhost_device_type vhost_rdma_type = {
 	.close = rdma_close,
 	.instance_new = rdma_instance_new,
 	.instance_free = rdma_instance_free,
+	.shared_fd = rdma_shared_fd,
+	.shared_ready = rdma_shared_ready,
 };

@@ -40,6 +40,7 @@ struct daemon {
 	unsigned int nconns;
 	unsigned int max_conns;
 	guint accept_retry; /* listening paused: out of fds */
+	guint shared_watch; /* the device's own fd (host events), if it has one */
 	unsigned int next_id;
 	struct sriov_assignment function; /* the tenant's VF, when one was asked for */
 	int lease_fd; /* held until exit: the pool does not release the VF under us */
@@ -480,6 +481,15 @@ static int resolve_function(const struct options *o, struct sriov_assignment *re
 	return ret;
 }
 
+static gboolean shared_readable(gint fd, GIOCondition cond, gpointer data)
+{
+	struct daemon *d = data;
+
+	(void)fd, (void)cond;
+	d->type->shared_ready(d->shared);
+	return G_SOURCE_CONTINUE;
+}
+
 static int run(struct daemon *d, const struct options *o)
 {
 	struct vhost_device_args args = {
@@ -519,6 +529,9 @@ static int run(struct daemon *d, const struct options *o)
 				  " (--blk-file is required)" : "");
 		return EXIT_SETUP;
 	}
+	if (d->type->shared_fd && d->type->shared_fd(d->shared) >= 0)
+		d->shared_watch = g_unix_fd_add(d->type->shared_fd(d->shared), G_IO_IN,
+						shared_readable, d);
 	if (o->socket_path) {
 		ret = listen_on_path(o->socket_path);
 		if (ret < 0) {
@@ -558,6 +571,8 @@ static void daemon_cleanup(struct daemon *d)
 		close(d->listen_fd);
 	if (d->socket_path)
 		unlink(d->socket_path);
+	if (d->shared_watch)
+		g_source_remove(d->shared_watch);
 	if (d->shared)
 		d->type->close(d->shared);
 	/* Last: the function is released only once nothing of ours uses it. */

@@ -854,6 +854,26 @@ static void test_teardown(void **state)
 	}
 }
 
+/* The host port going down and up reaches every guest of the function.
+ * Last: the routes over the veth pair do not survive the link going down. */
+static void test_port_events(void **state)
+{
+	struct vgd *g;
+	struct vrdma_event ev;
+
+	(void)state;
+	assert_int_equal(vgd_open(tenant_b.sock, NULL, &g), 0);
+	/* vb carries rxe1 (tests/rxe-vm/guest-setup). */
+	assert_int_equal(system("ip link set vb down"), 0);
+	assert_int_equal(vgd_wait_event(g, RP_TIMEOUT_MS, &ev), 0);
+	assert_int_equal(ev.type, VRDMA_EV_PORT_ERR);
+	assert_int_equal(ev.data, 1);
+	assert_int_equal(system("ip link set vb up"), 0);
+	assert_int_equal(vgd_wait_event(g, RP_TIMEOUT_MS, &ev), 0);
+	assert_int_equal(ev.type, VRDMA_EV_PORT_ACTIVE);
+	vgd_close(g);
+}
+
 static int setup(void **state)
 {
 	const char *args_a[] = { "--device", "rdma", "--ibdev", dev_a, NULL };
@@ -901,6 +921,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_iso_guessed_rkeys),
 		cmocka_unit_test(test_iso_quota),
 		cmocka_unit_test(test_teardown),
+		cmocka_unit_test(test_port_events),
 	};
 
 	vt_init(argc, argv);
