@@ -23,6 +23,7 @@ struct vhost_device_args {
 		uint64_t pinned_bytes;
 		uint64_t wrs;
 	} rdma_quota; /* rdma: per tenant, over all its connections */
+	unsigned int rdma_poll_us; /* rdma: spin on the send CQ after a doorbell */
 };
 
 struct vhost_device_type {

@@ -159,6 +159,7 @@ struct rdma_shared {
 	struct rdma_quota used;
 	uint32_t generation;
 	GList *devs; /* every connection's device, for port and device events */
+	uint64_t poll_ns; /* after a send doorbell, poll its CQ this long */
 };
 
 struct rdma_pd {

@@ -82,6 +82,7 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 		.pinned_bytes = args->rdma_quota.pinned_bytes, .wrs = args->rdma_quota.wrs,
 	};
 	sh->generation = g_random_int() | 1;
+	sh->poll_ns = (uint64_t)args->rdma_poll_us * 1000;
 	*ret_shared = g_steal_pointer(&sh);
 	return 0;
 }

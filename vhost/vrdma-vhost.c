@@ -336,6 +336,7 @@ struct options {
 	gint max_qps;
 	gint64 max_pinned_mib;
 	gint64 max_wrs;
+	gint rdma_poll_us;
 	gboolean verbose;
 };
 
@@ -362,6 +363,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "max-qps", 0, 0, G_OPTION_ARG_INT, &o->max_qps, "rdma: queue pairs per tenant (default 4096)", "N" },
 		{ "max-pinned-mib", 0, 0, G_OPTION_ARG_INT64, &o->max_pinned_mib, "rdma: MiB of guest memory registered per tenant (default 16384)", "MIB" },
 		{ "max-wrs", 0, 0, G_OPTION_ARG_INT64, &o->max_wrs, "rdma: work requests the tenant's QP rings may hold (default 4194304)", "N" },
+		{ "rdma-poll-us", 0, 0, G_OPTION_ARG_INT, &o->rdma_poll_us, "rdma: after a send doorbell, poll for its completions up to this long, 0..1000 (default 0: wait for the interrupt)", "USEC" },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
 		{ NULL },
 	};
@@ -414,9 +416,10 @@ static int check_usage(const struct options *o)
 		return -EINVAL;
 	}
 	if (o->max_pds < 0 || o->max_mrs < 0 || o->max_cqs < 0 || o->max_qps < 0 ||
-	    o->max_pinned_mib < 0 || o->max_pinned_mib > (1ll << 24) || o->max_wrs < 0) {
+	    o->max_pinned_mib < 0 || o->max_pinned_mib > (1ll << 24) || o->max_wrs < 0 ||
+	    o->rdma_poll_us < 0 || o->rdma_poll_us > 1000) {
 		fprintf(stderr, "vrdma-vhost: the --max-* quotas must be >= 0 "
-			"(--max-pinned-mib at most 16 TiB)\n");
+			"(--max-pinned-mib at most 16 TiB), --rdma-poll-us 0..1000\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -503,6 +506,7 @@ static int run(struct daemon *d, const struct options *o)
 			.pinned_bytes = (uint64_t)o->max_pinned_mib << 20,
 			.wrs = (uint64_t)o->max_wrs,
 		},
+		.rdma_poll_us = (unsigned int)o->rdma_poll_us,
 	};
 	int ret;
 

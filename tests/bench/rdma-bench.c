@@ -300,13 +300,13 @@ static double guest_qps_per_s(struct vgd *g, uint32_t pd, struct vgd_cq *cq)
 
 /* ---- main ---- */
 
-static pid_t spawn_daemon(const char *bin, const char *dev, const char *sock)
+static pid_t spawn_daemon(const char *bin, const char *dev, const char *sock, const char *poll_us)
 {
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		execl(bin, bin, "--device", "rdma", "--ibdev", dev, "--socket-path", sock,
-		      "--max-pinned-mib", "2048", (char *)NULL);
+		      "--max-pinned-mib", "2048", "--rdma-poll-us", poll_us, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -341,18 +341,22 @@ int main(int argc, char **argv)
 	struct vgd_qp_caps caps = { .sq_log2 = 8, .rq_log2 = 8, .max_send_sge = 1,
 				    .max_recv_sge = 1, .max_inline = 64 };
 	struct vrdma_gid_resp gid;
+	const char *poll_us;
 	char sock[512];
 	uint32_t pd;
 	pid_t daemon;
 	int r;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: rdma-bench VRDMA-VHOST DEV_A DEV_B SOCKET_DIR\n");
+	if (argc != 6 || (strcmp(argv[5], "all") && strncmp(argv[5], "latency-poll=", 13))) {
+		fprintf(stderr, "usage: rdma-bench VRDMA-VHOST DEV_A DEV_B SOCKET_DIR "
+				"all|latency-poll=USEC\n");
 		return 2;
 	}
+	/* latency-poll=USEC: only the latency row, the back end polling USEC. */
+	poll_us = strcmp(argv[5], "all") ? argv[5] + 13 : "0";
 	setrlimit(RLIMIT_MEMLOCK, &(struct rlimit){ RLIM_INFINITY, RLIM_INFINITY });
 	snprintf(sock, sizeof(sock), "%s/rdma-bench.sock", argv[4]);
-	daemon = spawn_daemon(argv[1], argv[2], sock);
+	daemon = spawn_daemon(argv[1], argv[2], sock, poll_us);
 	r = -ENOENT;
 	for (int i = 0; i < 200 && r; i++, usleep(50000))
 		r = vgd_open(sock, &o, &guest.g);
@@ -383,6 +387,17 @@ int main(int argc, char **argv)
 	nat_post_recvs(&nb, 200, MAX_MSG);
 	nat_post_recvs(&nb2, 200, MAX_MSG);
 
+	if (strcmp(poll_us, "0")) {
+		volatile uint64_t *gmine = vuf_mem_ptr(guest.g->mem, guest.buf.pages[0] + 64, 8);
+		double dl = latency(&guest, &nb, gmine, guest.mr.iova + 64, guest.mr.rkey, 2000);
+		double nl = latency(&native, &nb2, (volatile uint64_t *)(na.buf + 64),
+				    (uintptr_t)na.buf + 64, na.mr->rkey, 2000);
+		char what[64];
+
+		snprintf(what, sizeof(what), "WRITE 8 B latency, poll %s us", poll_us);
+		row(what, "usec", dl, nl, true);
+		goto out;
+	}
 	printf("== rdma device vs native verbs: %s -> %s, same loop (window %u, batch %u, "
 	       "one signaled per batch) ==\n", argv[2], argv[3], WINDOW, BATCH);
 	printf("%-30s %10s %10s\n", "", "vrdma", "native");
@@ -413,6 +428,7 @@ int main(int argc, char **argv)
 	    native_reg_s_per_gib(&na), true);
 	row("QP creation (1024 QPs)", "QPs/s", guest_qps_per_s(guest.g, pd, &cq2),
 	    native_qps_per_s(&na), false);
+out:
 	vgd_close(guest.g);
 	kill(daemon, SIGTERM);
 	waitpid(daemon, NULL, 0);
