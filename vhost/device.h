@@ -24,6 +24,7 @@ struct vhost_device_args {
 		uint64_t wrs;
 	} rdma_quota; /* rdma: per tenant, over all its connections */
 	unsigned int rdma_poll_us; /* rdma: spin on the send CQ after a doorbell */
+	bool rdma_prefault; /* rdma: fill guest RAM's page tables at SET_MEM_TABLE */
 };
 
 struct vhost_device_type {

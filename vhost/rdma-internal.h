@@ -160,6 +160,7 @@ struct rdma_shared {
 	uint32_t generation;
 	GList *devs; /* every connection's device, for port and device events */
 	uint64_t poll_ns; /* after a send doorbell, poll its CQ this long */
+	bool prefault;    /* guest RAM mapped with its page tables filled */
 };
 
 struct rdma_pd {

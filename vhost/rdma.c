@@ -83,6 +83,7 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 	};
 	sh->generation = g_random_int() | 1;
 	sh->poll_ns = (uint64_t)args->rdma_poll_us * 1000;
+	sh->prefault = args->rdma_prefault;
 	*ret_shared = g_steal_pointer(&sh);
 	return 0;
 }
@@ -338,6 +339,7 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 		.max_queues = VRDMA_NUM_VQS,
 		.features = sh->lim.atomics ? 1ull << VRDMA_F_ATOMIC : 0,
 		.config_space = true,
+		.populate_memory = sh->prefault,
 		.get_config = rdma_get_config,
 		.set_config = rdma_set_config,
 		.queue_kick = rdma_queue_kick,

@@ -238,6 +238,7 @@ static int h_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
 	if (ret < 0)
 		return ret;
 	fresh->poisoned = &dev->poisoned;
+	fresh->populate = dev->ops.populate_memory;
 	for (uint32_t i = 0; i < table.nregions; i++) {
 		ret = vu_mem_add(fresh, &table.regions[i], msg->fds[i]);
 		if (ret < 0) {
@@ -737,6 +738,7 @@ int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
 	dev->backend_fd = -1;
 	dev->inflight.fd = -1;
 	dev->mem.poisoned = &dev->poisoned;
+	dev->mem.populate = ops->populate_memory;
 	dev->log.poisoned = &dev->poisoned;
 	dev->inflight.poisoned = &dev->poisoned;
 	vu_msg_reader_init(&dev->reader);

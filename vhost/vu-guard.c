@@ -88,14 +88,14 @@ void vu_guard_remove(void *start)
 	}
 }
 
-void *vu_map_shared(int fd, uint64_t offset, uint64_t len, volatile sig_atomic_t *poisoned,
-		    size_t *ret_map_len, uint64_t *ret_skew)
+static void *map_shared(int fd, uint64_t offset, uint64_t len, int flags,
+			volatile sig_atomic_t *poisoned, size_t *ret_map_len, uint64_t *ret_skew)
 {
 	uint64_t skew = offset % (uint64_t)sysconf(_SC_PAGESIZE);
 	void *base;
 
 	/* mmap wants a page-aligned offset: map from the page before. */
-	base = mmap(NULL, len + skew, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd,
+	base = mmap(NULL, len + skew, PROT_READ | PROT_WRITE, MAP_SHARED | flags, fd,
 		    (off_t)(offset - skew));
 	if (base == MAP_FAILED)
 		return NULL;
@@ -109,6 +109,19 @@ void *vu_map_shared(int fd, uint64_t offset, uint64_t len, volatile sig_atomic_t
 	*ret_map_len = len + skew;
 	*ret_skew = skew;
 	return base;
+}
+
+void *vu_map_shared(int fd, uint64_t offset, uint64_t len, volatile sig_atomic_t *poisoned,
+		    size_t *ret_map_len, uint64_t *ret_skew)
+{
+	return map_shared(fd, offset, len, MAP_NORESERVE, poisoned, ret_map_len, ret_skew);
+}
+
+void *vu_map_shared_populated(int fd, uint64_t offset, uint64_t len,
+			      volatile sig_atomic_t *poisoned, size_t *ret_map_len,
+			      uint64_t *ret_skew)
+{
+	return map_shared(fd, offset, len, MAP_POPULATE, poisoned, ret_map_len, ret_skew);
 }
 
 void vu_unmap(void *base, size_t len)

@@ -30,6 +30,7 @@ struct vu_mem {
 	unsigned int nregions;
 	struct vu_region regions[VU_MAX_MEM_SLOTS];
 	volatile sig_atomic_t *poisoned; /* set by the SIGBUS guard */
+	bool populate; /* fill the page tables when mapping (vu_device_ops) */
 };
 
 /* Guest RAM one connection may map: far above any guest we serve, far below
@@ -62,6 +63,10 @@ void vu_guard_remove(void *start);
 /* mmap(MAP_SHARED) of fd, registered with the guard; unmap with vu_unmap(). */
 void *vu_map_shared(int fd, uint64_t offset, uint64_t len, volatile sig_atomic_t *poisoned,
 		    size_t *ret_map_len, uint64_t *ret_skew);
+/* The same, with the page tables filled now (MAP_POPULATE). */
+void *vu_map_shared_populated(int fd, uint64_t offset, uint64_t len,
+			      volatile sig_atomic_t *poisoned, size_t *ret_map_len,
+			      uint64_t *ret_skew);
 void vu_unmap(void *base, size_t len);
 
 /* --- dirty log (vu-log.c) --- */

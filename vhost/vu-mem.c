@@ -82,7 +82,10 @@ int vu_mem_add(struct vu_mem *mem, const struct vu_mem_desc *d, int fd)
 	own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (own_fd < 0)
 		return -errno;
-	base = vu_map_shared(fd, d->mmap_offset, d->size, mem->poisoned, &map_len, &skew);
+	base = mem->populate ? vu_map_shared_populated(fd, d->mmap_offset, d->size, mem->poisoned,
+						       &map_len, &skew)
+			     : vu_map_shared(fd, d->mmap_offset, d->size, mem->poisoned, &map_len,
+					     &skew);
 	if (!base) {
 		ret = -errno;
 		close(own_fd);

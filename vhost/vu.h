@@ -41,6 +41,9 @@ struct vu_device_ops {
 	bool config_space;
 	/* It can re-execute requests after a restart (INFLIGHT_SHMFD). */
 	bool inflight_tracking;
+	/* Fill the page tables of guest RAM when it is mapped: hardware
+	 * registration of guest memory then finds its pages in place. */
+	bool populate_memory;
 	/* Copies config space bytes [offset, offset+len) into buf. */
 	int (*get_config)(void *opaque, uint32_t offset, uint8_t *buf, uint32_t len);
 	int (*set_config)(void *opaque, uint32_t offset, const uint8_t *buf, uint32_t len);

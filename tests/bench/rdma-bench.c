@@ -28,6 +28,8 @@
 
 #define BUF_SIZE (4u << 20)
 #define MAX_MSG 65536u
+#define TUNED_POLL_US "100"
+#define TUNED_POLL_ARGS "--rdma-poll-us", TUNED_POLL_US
 #define WINDOW 64u
 #define BATCH 16u
 /* Scattered pages are one mapping each: 128 MiB stays well inside the
@@ -298,15 +300,43 @@ static double guest_qps_per_s(struct vgd *g, uint32_t pd, struct vgd_cq *cq)
 	return rate;
 }
 
+/* ---- the rows ---- */
+
+static void row(const char *what, const char *unit, double dev, double nat, bool lower_better);
+
+static void latency_row(struct sender *guest, struct sender *native, struct rp_native *nb,
+			struct rp_native *nb2, struct rp_native *na)
+{
+	/* Pings go from offset 0, pongs land at offset 64. */
+	volatile uint64_t *gmine = vuf_mem_ptr(guest->g->mem, guest->buf.pages[0] + 64, 8);
+	double dl = latency(guest, nb, gmine, guest->mr.iova + 64, guest->mr.rkey, 2000);
+	double nl = latency(native, nb2, (volatile uint64_t *)(na->buf + 64),
+			    (uintptr_t)na->buf + 64, na->mr->rkey, 2000);
+
+	row("WRITE 8 B latency", "usec", dl, nl, true);
+}
+
+static void registration_rows(struct vgd *g, uint32_t pd, struct rp_native *na)
+{
+	row("MR registration, scattered", "s/GiB", guest_reg_s_per_gib(g, pd, true),
+	    native_reg_s_per_gib(na), true);
+	row("MR registration, contiguous", "s/GiB", guest_reg_s_per_gib(g, pd, false),
+	    native_reg_s_per_gib(na), true);
+}
+
 /* ---- main ---- */
 
-static pid_t spawn_daemon(const char *bin, const char *dev, const char *sock, const char *poll_us)
+/* tuned: the back end's latency and registration options, on. */
+static pid_t spawn_daemon(const char *bin, const char *dev, const char *sock, bool tuned)
 {
 	pid_t pid = fork();
 
+	if (pid == 0 && tuned)
+		execl(bin, bin, "--device", "rdma", "--ibdev", dev, "--socket-path", sock,
+		      "--max-pinned-mib", "2048", TUNED_POLL_ARGS, "--rdma-prefault", (char *)NULL);
 	if (pid == 0) {
 		execl(bin, bin, "--device", "rdma", "--ibdev", dev, "--socket-path", sock,
-		      "--max-pinned-mib", "2048", "--rdma-poll-us", poll_us, (char *)NULL);
+		      "--max-pinned-mib", "2048", (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -341,22 +371,21 @@ int main(int argc, char **argv)
 	struct vgd_qp_caps caps = { .sq_log2 = 8, .rq_log2 = 8, .max_send_sge = 1,
 				    .max_recv_sge = 1, .max_inline = 64 };
 	struct vrdma_gid_resp gid;
-	const char *poll_us;
+	bool tuned;
 	char sock[512];
 	uint32_t pd;
 	pid_t daemon;
 	int r;
 
-	if (argc != 6 || (strcmp(argv[5], "all") && strncmp(argv[5], "latency-poll=", 13))) {
-		fprintf(stderr, "usage: rdma-bench VRDMA-VHOST DEV_A DEV_B SOCKET_DIR "
-				"all|latency-poll=USEC\n");
+	if (argc != 6 || (strcmp(argv[5], "default") && strcmp(argv[5], "tuned"))) {
+		fprintf(stderr, "usage: rdma-bench VRDMA-VHOST DEV_A DEV_B SOCKET_DIR default|tuned\n");
 		return 2;
 	}
-	/* latency-poll=USEC: only the latency row, the back end polling USEC. */
-	poll_us = strcmp(argv[5], "all") ? argv[5] + 13 : "0";
+	/* tuned: latency and registration again, with the back end's options for them. */
+	tuned = !strcmp(argv[5], "tuned");
 	setrlimit(RLIMIT_MEMLOCK, &(struct rlimit){ RLIM_INFINITY, RLIM_INFINITY });
 	snprintf(sock, sizeof(sock), "%s/rdma-bench.sock", argv[4]);
-	daemon = spawn_daemon(argv[1], argv[2], sock, poll_us);
+	daemon = spawn_daemon(argv[1], argv[2], sock, tuned);
 	r = -ENOENT;
 	for (int i = 0; i < 200 && r; i++, usleep(50000))
 		r = vgd_open(sock, &o, &guest.g);
@@ -387,15 +416,10 @@ int main(int argc, char **argv)
 	nat_post_recvs(&nb, 200, MAX_MSG);
 	nat_post_recvs(&nb2, 200, MAX_MSG);
 
-	if (strcmp(poll_us, "0")) {
-		volatile uint64_t *gmine = vuf_mem_ptr(guest.g->mem, guest.buf.pages[0] + 64, 8);
-		double dl = latency(&guest, &nb, gmine, guest.mr.iova + 64, guest.mr.rkey, 2000);
-		double nl = latency(&native, &nb2, (volatile uint64_t *)(na.buf + 64),
-				    (uintptr_t)na.buf + 64, na.mr->rkey, 2000);
-		char what[64];
-
-		snprintf(what, sizeof(what), "WRITE 8 B latency, poll %s us", poll_us);
-		row(what, "usec", dl, nl, true);
+	if (tuned) {
+		printf("-- vrdma-vhost --rdma-poll-us %s --rdma-prefault:\n", TUNED_POLL_US);
+		latency_row(&guest, &native, &nb, &nb2, &na);
+		registration_rows(guest.g, pd, &na);
 		goto out;
 	}
 	printf("== rdma device vs native verbs: %s -> %s, same loop (window %u, batch %u, "
@@ -413,19 +437,8 @@ int main(int argc, char **argv)
 			row(cases[i].name, "MB/s", round ? b : a, round ? a : b, false);
 		}
 	}
-	{
-		/* Pings go from offset 0, pongs land at offset 64. */
-		volatile uint64_t *gmine = vuf_mem_ptr(guest.g->mem, guest.buf.pages[0] + 64, 8);
-		double dl = latency(&guest, &nb, gmine, guest.mr.iova + 64, guest.mr.rkey, 2000);
-		double nl = latency(&native, &nb2, (volatile uint64_t *)(na.buf + 64),
-				    (uintptr_t)na.buf + 64, na.mr->rkey, 2000);
-
-		row("WRITE 8 B latency", "usec", dl, nl, true);
-	}
-	row("MR registration, scattered", "s/GiB", guest_reg_s_per_gib(guest.g, pd, true),
-	    native_reg_s_per_gib(&na), true);
-	row("MR registration, contiguous", "s/GiB", guest_reg_s_per_gib(guest.g, pd, false),
-	    native_reg_s_per_gib(&na), true);
+	latency_row(&guest, &native, &nb, &nb2, &na);
+	registration_rows(guest.g, pd, &na);
 	row("QP creation (1024 QPs)", "QPs/s", guest_qps_per_s(guest.g, pd, &cq2),
 	    native_qps_per_s(&na), false);
 out:
