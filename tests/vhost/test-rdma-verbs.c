@@ -877,7 +877,9 @@ static void test_port_events(void **state)
 static int setup(void **state)
 {
 	const char *args_a[] = { "--device", "rdma", "--ibdev", dev_a, NULL };
-	const char *args_b[] = { "--device", "rdma", "--ibdev", dev_b, NULL };
+	/* Tenant B runs with the latency and registration options on. */
+	const char *args_b[] = { "--device", "rdma", "--ibdev", dev_b, "--rdma-prefault",
+				 "--rdma-poll-us", "50", NULL };
 
 	(void)state;
 	if (vt_spawn(&tenant_a, "a.sock", args_a) || vt_spawn(&tenant_b, "b.sock", args_b))
