@@ -23,6 +23,7 @@
 #include <glib.h>
 
 #include "rdma-peer.h"
+#include "util.h"
 #include "vt-common.h"
 
 static struct vt_daemon tenant_a, tenant_b, tenant_small;
@@ -473,6 +474,42 @@ static void test_memory_removed(void **state)
 	rp_guest_close(&g);
 }
 
+/* Garbage in the send ring, slot after slot: each is refused with a local
+ * error, nothing reaches the peer, and the back end serves on. */
+static void test_hostile_wqes(void **state)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+
+	(void)state;
+	for (int i = 0; i < 20; i++) {
+		struct rp_guest g;
+		struct rp_native n;
+		uint8_t slot[512];
+		struct vrdma_cqe c;
+
+		open_pair(&g, &n, 7);
+		memset(n.buf, 0, 8192);
+		for (size_t j = 0; j < sizeof(slot); j++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			slot[j] = (uint8_t)x;
+		}
+		/* Half with a valid opcode and flags and 1..5 SGEs (random lkeys),
+		 * so the deeper checks are hit. */
+		if (i % 2) {
+			put_le32(slot + VRDMA_SWQE_OPCODE, (uint32_t)(x % 7));
+			put_le32(slot + VRDMA_SWQE_SEND_FLAGS, VRDMA_SEND_SIGNALED);
+			put_le32(slot + VRDMA_SWQE_DMA_NUM_SGE, 1 + (uint32_t)(x >> 8) % 5);
+		}
+		assert_int_equal(vgd_post_send_raw(g.g, &g.qp, slot, sizeof(slot)), 0);
+		assert_int_equal(rp_guest_wait(&g, &c), 0);
+		assert_true(c.status == IBV_WC_LOC_LEN_ERR || c.status == IBV_WC_LOC_QP_OP_ERR ||
+			    c.status == IBV_WC_LOC_PROT_ERR);
+		native_expect_zero(&n, 8192);
+		rp_native_close(&n);
+		rp_guest_close(&g);
+	}
+}
+
 /* ---- two tenants ---- */
 
 static void open_guests(struct rp_guest *a, struct rp_guest *b)
@@ -914,6 +951,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_rnr),
 		cmocka_unit_test(test_dirty_log_and_stop),
 		cmocka_unit_test(test_memory_removed),
+		cmocka_unit_test(test_hostile_wqes),
 		cmocka_unit_test(test_guest_to_guest),
 		cmocka_unit_test(test_iso_rkey_other_pd),
 		cmocka_unit_test(test_iso_foreign_lkey),
