@@ -38,6 +38,22 @@ static int host_status(int err)
 	}
 }
 
+/* The object of table t that a one-handle request names; NULL with
+ * *ret_status set when there is none. */
+static void *named_object(const struct rdma_request *rq, const struct rdma_table *t,
+			  int *ret_status)
+{
+	void *o = NULL;
+	uint32_t h;
+
+	*ret_status = rdma_check_handle(rq, &h);
+	if (!*ret_status)
+		o = rdma_table_get(t, h);
+	if (!*ret_status && !o)
+		*ret_status = VRDMA_ENOENT;
+	return o;
+}
+
 /* ---- queries ---- */
 
 static int cmd_query_device(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
@@ -156,16 +172,12 @@ static void pd_destroy(struct rdma_dev *d, struct rdma_pd *pd)
 
 static int cmd_destroy_pd(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
 {
-	struct rdma_pd *pd;
-	uint32_t h;
-	int r = rdma_check_handle(rq, &h);
+	int r;
+	struct rdma_pd *pd = named_object(rq, &d->pds, &r);
 
 	(void)resp;
 	if (r)
 		return r;
-	pd = rdma_table_get(&d->pds, h);
-	if (!pd)
-		return VRDMA_ENOENT;
 	if (pd->users)
 		return VRDMA_EBUSY;
 	pd_destroy(d, pd);
@@ -259,16 +271,12 @@ static void mr_destroy(struct rdma_dev *d, struct rdma_mr *mr)
 
 static int cmd_dereg_mr(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
 {
-	struct rdma_mr *mr;
-	uint32_t h;
-	int r = rdma_check_handle(rq, &h);
+	int r;
+	struct rdma_mr *mr = named_object(rq, &d->mrs, &r);
 
 	(void)resp;
 	if (r)
 		return r;
-	mr = rdma_table_get(&d->mrs, h);
-	if (!mr)
-		return VRDMA_ENOENT;
 	mr_destroy(d, mr);
 	return VRDMA_OK;
 }
@@ -328,16 +336,12 @@ static void cq_destroy(struct rdma_dev *d, struct rdma_cq *cq)
 
 static int cmd_destroy_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
 {
-	struct rdma_cq *cq;
-	uint32_t h;
-	int r = rdma_check_handle(rq, &h);
+	int r;
+	struct rdma_cq *cq = named_object(rq, &d->cqs, &r);
 
 	(void)resp;
 	if (r)
 		return r;
-	cq = rdma_table_get(&d->cqs, h);
-	if (!cq)
-		return VRDMA_ENOENT;
 	if (cq->users)
 		return VRDMA_EBUSY;
 	cq_destroy(d, cq);
@@ -466,16 +470,12 @@ static void qp_destroy(struct rdma_dev *d, struct rdma_qp *qp)
 
 static int cmd_destroy_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
 {
-	struct rdma_qp *qp;
-	uint32_t h;
-	int r = rdma_check_handle(rq, &h);
+	int r;
+	struct rdma_qp *qp = named_object(rq, &d->qps, &r);
 
 	(void)resp;
 	if (r)
 		return r;
-	qp = rdma_table_get(&d->qps, h);
-	if (!qp)
-		return VRDMA_ENOENT;
 	qp_destroy(d, qp);
 	return VRDMA_OK;
 }
@@ -546,15 +546,11 @@ static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr h;
 	struct vrdma_qp_attr *a = &resp->qp_attr;
-	struct rdma_qp *qp;
-	uint32_t handle;
-	int r = rdma_check_handle(rq, &handle);
+	int r;
+	struct rdma_qp *qp = named_object(rq, &d->qps, &r);
 
 	if (r)
 		return r;
-	qp = rdma_table_get(&d->qps, handle);
-	if (!qp)
-		return VRDMA_ENOENT;
 	r = ibv_query_qp(qp->qp, &h, (int)VRDMA_QP_ATTR_SUPPORTED, &init);
 	if (r)
 		return host_status(r);

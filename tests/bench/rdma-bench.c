@@ -302,7 +302,11 @@ static double guest_qps_per_s(struct vgd *g, uint32_t pd, struct vgd_cq *cq)
 
 /* ---- the rows ---- */
 
-static void row(const char *what, const char *unit, double dev, double nat, bool lower_better);
+static void row(const char *what, const char *unit, double dev, double nat, bool lower_better)
+{
+	printf("%-30s %10.2f %10.2f %-6s ratio %.2f%s\n", what, dev, nat, unit, dev / nat,
+	       lower_better ? " (lower is better)" : "");
+}
 
 static void latency_row(struct sender *guest, struct sender *native, struct rp_native *nb,
 			struct rp_native *nb2, struct rp_native *na)
@@ -353,12 +357,6 @@ static const struct {
 	{ "SEND 64 KiB bandwidth", IBV_WR_SEND, 65536, 1024 },
 	{ "SEND 4 KiB bandwidth", IBV_WR_SEND, 4096, 4096 },
 };
-
-static void row(const char *what, const char *unit, double dev, double nat, bool lower_better)
-{
-	printf("%-30s %10.2f %10.2f %-6s ratio %.2f%s\n", what, dev, nat, unit, dev / nat,
-	       lower_better ? " (lower is better)" : "");
-}
 
 int main(int argc, char **argv)
 {
