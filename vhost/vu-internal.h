@@ -139,6 +139,7 @@ struct vu_vq {
 	struct vring_used *used;
 
 	uint16_t last_avail_idx;
+	bool polling; /* the device polls the avail ring: kicks suppressed */
 	uint16_t used_idx;
 	uint16_t signalled_used;
 	bool signalled_used_valid;

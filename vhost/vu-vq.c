@@ -193,6 +193,7 @@ int vq_start(struct vu_vq *vq)
 void vq_stop(struct vu_vq *vq)
 {
 	vq->started = false;
+	vq->polling = false;
 	g_free(vq->resubmit);
 	vq->resubmit = NULL;
 	vq->resubmit_num = 0;
@@ -359,6 +360,37 @@ static int avail_pending(struct vu_vq *vq, uint16_t *ret_avail)
 	return avail != vq->last_avail_idx;
 }
 
+bool vq_has_avail(struct vu_vq *vq)
+{
+	uint16_t avail;
+
+	if (!vq_ready(vq))
+		return false;
+	/* A broken index counts as work: vq_pop then breaks the queue. */
+	return vq->resubmit_next < vq->resubmit_num || avail_pending(vq, &avail) != 0;
+}
+
+void vq_set_polling(struct vu_vq *vq, bool on)
+{
+	if (vq->polling == on || !vq_ready(vq))
+		return;
+	vq->polling = on;
+	/*
+	 * With EVENT_IDX the stale avail_event already holds kicks back (the
+	 * driver kicks only when it passes it); without, the flag asks.  Going
+	 * back, the caller's next vq_pop publishes avail_event and re-checks.
+	 */
+	if (!vu_has_feature(vq_dev(vq), VU_F_EVENT_IDX)) {
+		uint16_t flags = __atomic_load_n(&vq->used->flags, __ATOMIC_RELAXED);
+
+		flags = on ? flags | VRING_USED_F_NO_NOTIFY : flags & ~VRING_USED_F_NO_NOTIFY;
+		__atomic_store_n(&vq->used->flags, flags, __ATOMIC_RELAXED);
+		log_used(vq, offsetof(struct vring_used, flags), 2);
+		/* Order the flag before the caller's next look at avail->idx. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	}
+}
+
 int vq_pop(struct vu_vq *vq, struct vq_elem **ret_elem)
 {
 	uint16_t avail, head;
@@ -372,7 +404,8 @@ int vq_pop(struct vu_vq *vq, struct vq_elem **ret_elem)
 		goto taken;
 	}
 	ret = avail_pending(vq, &avail);
-	if (ret == 0 && vu_has_feature(vq_dev(vq), VU_F_EVENT_IDX)) {
+	/* While polling, avail_event stays behind: the driver does not kick. */
+	if (ret == 0 && !vq->polling && vu_has_feature(vq_dev(vq), VU_F_EVENT_IDX)) {
 		publish_avail_event(vq);
 		/* Order the store above before re-reading the driver's index. */
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);

@@ -151,6 +151,15 @@ uint16_t vq_next_avail(const struct vu_vq *vq);
  * (it is then dead until the front end restarts it; the err fd fired).
  */
 int vq_pop(struct vu_vq *vq, struct vq_elem **ret_elem);
+/* True if vq_pop has something (or a broken index) to report; no side effects. */
+bool vq_has_avail(struct vu_vq *vq);
+/*
+ * Polling mode: the device looks at the ring itself, so the driver is asked
+ * not to kick (VRING_USED_F_NO_NOTIFY, or avail_event left behind).  After
+ * turning it off, serve the queue once more: that re-arms kicks and takes
+ * what arrived in between.
+ */
+void vq_set_polling(struct vu_vq *vq, bool on);
 /*
  * Returns a request to the driver: `written` bytes were written into its
  * in segments (they are logged for migration).  Frees elem.

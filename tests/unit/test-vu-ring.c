@@ -931,6 +931,69 @@ static void test_avail_event(void **state)
 		vq_elem_free(e[i]);
 }
 
+static uint16_t used_flags(struct fx *f)
+{
+	return (uint16_t)ld(gp(f, USED_GPA), 2);
+}
+
+/*
+ * Polling mode (--rdma-poll-us): with EVENT_IDX, avail_event stays where
+ * it was while the device polls, so the driver's next additions pass it at
+ * most once; without, VRING_USED_F_NO_NOTIFY is set and cleared again.
+ * vq_has_avail() sees work without taking it.
+ */
+static void test_polling_event_idx(void **state)
+{
+	struct fx *f = *state;
+	struct vq_elem *e;
+
+	fx_queue(f, 16, T_BASE_FEATURES | T_F_EVENT_IDX, 0);
+	assert_false(vq_has_avail(f->vq));
+	assert_empty(f);
+	assert_int_equal(avail_event(f), 0);
+	vq_set_polling(f->vq, true);
+	for (uint16_t h = 0; h < 2; h++) {
+		set_desc(f, h, BUF_GPA, 16, T_DESC_WRITE, 0);
+		avail_add(f, h);
+		assert_true(vq_has_avail(f->vq));
+		e = pop_ok(f);
+		vq_elem_free(e);
+	}
+	assert_false(vq_has_avail(f->vq));
+	assert_empty(f);
+	/* Not republished while polling: no kicks asked for entry 2 on. */
+	assert_int_equal(avail_event(f), 0);
+	assert_int_equal(used_flags(f) & 1, 0); /* the flag is not EVENT_IDX's way */
+	vq_set_polling(f->vq, false);
+	assert_empty(f);
+	assert_int_equal(avail_event(f), 2);
+}
+
+static void test_polling_no_notify(void **state)
+{
+	struct fx *f = *state;
+	struct vq_elem *e;
+
+	fx_queue(f, 8, T_BASE_FEATURES, 0);
+	assert_int_equal(used_flags(f) & 1, 0);
+	vq_set_polling(f->vq, true);
+	assert_int_equal(used_flags(f) & 1, 1);
+	set_desc(f, 0, BUF_GPA, 16, T_DESC_WRITE, 0);
+	avail_add(f, 0);
+	assert_true(vq_has_avail(f->vq));
+	e = pop_ok(f);
+	vq_elem_free(e);
+	assert_int_equal(used_flags(f) & 1, 1);
+	vq_set_polling(f->vq, false);
+	assert_int_equal(used_flags(f) & 1, 0);
+	/* A stopped queue forgets polling; a broken index counts as work. */
+	vq_set_polling(f->vq, true);
+	st16(gp(f, AVAIL_GPA + 2), (uint16_t)(f->avail_idx + 100));
+	assert_true(vq_has_avail(f->vq));
+	assert_int_equal(vq_pop(f->vq, &e), -EIO);
+	assert_false(vq_has_avail(f->vq));
+}
+
 static void test_no_interrupt(void **state)
 {
 	struct fx *f = *state;
@@ -1494,6 +1557,8 @@ int main(void)
 		T(test_restart_after_break),
 		T(test_event_idx),
 		T(test_avail_event),
+		T(test_polling_event_idx),
+		T(test_polling_no_notify),
 		T(test_no_interrupt),
 		T(test_dirty_log),
 		T(test_log_set_rejects),
