@@ -353,9 +353,10 @@ static void recv_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_w
 	rdma_rq_fill(d, qp);
 }
 
-void rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq)
+unsigned int rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq)
 {
 	struct ibv_wc wc[POLL_BATCH];
+	unsigned int total = 0;
 	int n;
 
 	while ((n = ibv_poll_cq(cq->cq, POLL_BATCH, wc)) > 0) {
@@ -370,9 +371,11 @@ void rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq)
 			else
 				send_done(d, qp, &wc[i]);
 		}
+		total += (unsigned int)n;
 		if ((unsigned int)n < POLL_BATCH)
 			break;
 	}
+	return total;
 }
 
 void rdma_comp_ready(struct vu_dev *vu, int fd, void *data)
@@ -625,20 +628,16 @@ static void arm_cq(struct rdma_dev *d, struct rdma_cq *cq, uint16_t how)
 		cq_event(d, cq);
 }
 
-/*
- * With --rdma-poll-us, a send doorbell is followed by polling the send CQ
- * for a while: a short exchange then completes without another wake-up of
- * the back end (one core traded for latency; off by default).
- */
-static void spin_for_completions(struct rdma_dev *d, struct rdma_qp *qp)
+/* Remembers a CQ to poll in this kick's busy-poll episode (--rdma-poll-us). */
+static void note_hot(struct rdma_dev *d, struct rdma_cq *cq)
 {
-	uint64_t deadline;
-
-	if (!d->sh->poll_ns || !qp->sq.inflight)
+	if (!d->sh->poll_ns)
 		return;
-	deadline = monotonic_ns() + d->sh->poll_ns;
-	while (qp->sq.inflight && !qp->scq->dead && monotonic_ns() < deadline)
-		rdma_poll_cq(d, qp->scq);
+	for (unsigned int i = 0; i < d->nhot; i++)
+		if (d->hot[i] == cq)
+			return;
+	if (d->nhot < RDMA_HOT_CQS)
+		d->hot[d->nhot++] = cq;
 }
 
 static void ring_doorbell(struct rdma_dev *d, const struct vrdma_doorbell *db)
@@ -654,7 +653,8 @@ static void ring_doorbell(struct rdma_dev *d, const struct vrdma_doorbell *db)
 		if (qp) {
 			rdma_sq_take(d, qp);
 			rdma_rq_fill(d, qp);
-			spin_for_completions(d, qp);
+			note_hot(d, qp->scq);
+			note_hot(d, qp->rcq);
 		}
 		break;
 	case VRDMA_DB_RQ:
@@ -699,9 +699,51 @@ static uint32_t take_doorbells(void *opaque, struct vq_elem *e)
 	return 0;
 }
 
+/*
+ * --rdma-poll-us (off by default: a core traded for latency).  After a send
+ * doorbell the back end keeps polling, until poll-us pass with nothing new:
+ * the CQs of the QPs rung, and the doorbell queue itself with the driver's
+ * kicks suppressed.  A ping-pong then runs with no wake-up of the back end
+ * and no kick by the driver per message.  An episode ends after
+ * BUSY_POLL_MAX_NS at most, so the loop's other connections and the
+ * control queue get their turn.
+ */
+#define BUSY_POLL_MAX_NS 2000000ull
+
+static void busy_poll(struct rdma_dev *d, struct vu_vq *vq)
+{
+	uint64_t now = monotonic_ns();
+	uint64_t quiet_at = now + d->sh->poll_ns;
+	uint64_t stop_at = now + MAX(BUSY_POLL_MAX_NS, d->sh->poll_ns);
+
+	vq_set_polling(vq, true);
+	while (now < quiet_at && now < stop_at && !d->quiesced) {
+		unsigned int found = 0;
+
+		for (unsigned int i = 0; i < d->nhot; i++)
+			if (!d->hot[i]->dead)
+				found += rdma_poll_cq(d, d->hot[i]);
+		if (vq_has_avail(vq))
+			found += vq_serve(vq, take_doorbells, d);
+		now = monotonic_ns();
+		if (found) {
+			rdma_flush_events(d);
+			quiet_at = now + d->sh->poll_ns;
+		}
+	}
+	vq_set_polling(vq, false);
+}
+
 void rdma_doorbell_kick(struct rdma_dev *d, struct vu_vq *vq)
 {
+	d->nhot = 0;
 	vq_serve(vq, take_doorbells, d);
+	if (d->nhot) {
+		busy_poll(d, vq);
+		/* Kicks are back on: take what came in as polling stopped. */
+		vq_serve(vq, take_doorbells, d);
+	}
+	d->nhot = 0;
 	rdma_flush_events(d);
 }
 

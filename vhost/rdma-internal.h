@@ -244,6 +244,8 @@ struct rdma_event_node {
 	struct vrdma_event ev;
 };
 
+#define RDMA_HOT_CQS 8u
+
 /* One guest's device: a vhost-user connection. */
 struct rdma_dev {
 	struct rdma_shared *sh;
@@ -260,6 +262,9 @@ struct rdma_dev {
 	bool quiesced; /* stopped for migration: nothing touches guest memory */
 	unsigned int kicked; /* queues kicked at least once, a bit each */
 	bool session_lost;   /* the driver had objects this device never had */
+	/* --rdma-poll-us: CQs of the QPs rung in this kick, polled next. */
+	struct rdma_cq *hot[RDMA_HOT_CQS];
+	unsigned int nhot;
 };
 
 #define RDMA_MAX_PENDING_EVENTS 1024u
@@ -285,7 +290,8 @@ void rdma_flush_events(struct rdma_dev *d);
 void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp);
 /* Takes and posts new send WQEs (from RTS on). */
 void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp);
-void rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq);
+/* Translates the host completions into the guest's ring; returns how many. */
+unsigned int rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq);
 void rdma_comp_ready(struct vu_dev *vu, int fd, void *data);
 void rdma_timer_fired(struct vu_dev *vu, int fd, void *data);
 /* Runs the poll timer while the connection has QPs. */

@@ -364,7 +364,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "max-qps", 0, 0, G_OPTION_ARG_INT, &o->max_qps, "rdma: queue pairs per tenant (default 4096)", "N" },
 		{ "max-pinned-mib", 0, 0, G_OPTION_ARG_INT64, &o->max_pinned_mib, "rdma: MiB of guest memory registered per tenant (default 16384)", "MIB" },
 		{ "max-wrs", 0, 0, G_OPTION_ARG_INT64, &o->max_wrs, "rdma: work requests the tenant's QP rings may hold (default 4194304)", "N" },
-		{ "rdma-poll-us", 0, 0, G_OPTION_ARG_INT, &o->rdma_poll_us, "rdma: after a send doorbell, poll for its completions up to this long, 0..1000 (default 0: wait for the interrupt)", "USEC" },
+		{ "rdma-poll-us", 0, 0, G_OPTION_ARG_INT, &o->rdma_poll_us, "rdma: after a send doorbell, keep polling its CQs and the doorbell queue until this long passes idle, 0..1000 (default 0: wait for interrupts and kicks)", "USEC" },
 		{ "rdma-prefault", 0, 0, G_OPTION_ARG_NONE, &o->rdma_prefault, "rdma: fill guest RAM's page tables when it is mapped, so registering MRs finds the pages in place (allocates all guest RAM)", NULL },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
 		{ NULL },
