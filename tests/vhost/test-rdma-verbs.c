@@ -150,11 +150,11 @@ static void test_send_recv(void **state)
 	guest_post(&g, &(struct vgd_send){
 		.wr_id = 3, .opcode = VRDMA_WR_SEND,
 		.flags = VRDMA_SEND_SIGNALED | VRDMA_SEND_INLINE,
-		.inline_data = "inline bytes, forty of them, exactly..", .inline_len = 40 });
+		.inline_data = "inline bytes: forty of them, exactly so.", .inline_len = 40 });
 	guest_expect_cqe(&g, 3, IBV_WC_SUCCESS, IBV_WC_SEND);
 	assert_int_equal(rp_native_wait(&n, &wc), 0);
 	assert_int_equal(wc.byte_len, 40);
-	assert_memory_equal(n.buf, "inline bytes, forty of them, exactly..", 40);
+	assert_memory_equal(n.buf, "inline bytes: forty of them, exactly so.", 40);
 	rp_native_close(&n);
 	rp_guest_close(&g);
 }
