@@ -21,6 +21,7 @@
 #define VGD_EV_BUF_SIZE 64u
 #define VGD_VA_BASE 0x7f1000000000ull
 #define PAGE 4096u
+#define VGD_HUGE (2ull << 20)
 
 /* ---- setup ---- */
 
@@ -213,25 +214,51 @@ int vgd_remove_extra(struct vgd *g)
 	return vuf_rem_mem_reg(g->conn, &d);
 }
 
-int vgd_buf_alloc_in(struct vgd *g, size_t region, uint64_t len, bool scatter,
+/*
+ * len bytes made of runs of `run` physically contiguous bytes; the runs in
+ * reverse physical order if `reverse`.  Buffers of 2 MiB or more start on a
+ * 2 MiB guest-physical boundary with a virtual address congruent to it, as
+ * a Linux guest's transparent huge pages are, so a driver may register them
+ * with 2 MiB pages (vgd_reg_mr).
+ */
+static int buf_alloc(struct vgd *g, size_t region, uint64_t len, uint64_t run, bool reverse,
 		     struct vgd_buf *ret)
 {
-	uint64_t npages = (len + PAGE - 1) / PAGE;
+	uint64_t npages = (len + PAGE - 1) / PAGE, run_pages = MAX(run / PAGE, 1);
+	uint64_t nruns = (npages + run_pages - 1) / run_pages;
+	uint64_t align = len >= VGD_HUGE ? VGD_HUGE : PAGE;
 	uint64_t base;
 	int r;
 
-	*ret = (struct vgd_buf){ .va = g->next_va, .len = len, .npages = npages };
-	/* Guard page between buffers in the made-up VA space. */
-	g->next_va += (npages + 1) * PAGE;
-	r = vuf_mem_alloc_in(g->mem, region, npages * PAGE, PAGE, &base);
+	r = vuf_mem_alloc_in(g->mem, region, nruns * run_pages * PAGE, align, &base);
 	if (r)
 		return r;
+	g->next_va = (g->next_va + align - 1) & ~(align - 1);
+	*ret = (struct vgd_buf){ .va = g->next_va + base % align, .len = len, .npages = npages };
+	/* Guard page between buffers in the made-up VA space. */
+	g->next_va = ret->va + (npages + 1) * PAGE;
 	ret->pages = calloc(npages, sizeof(uint64_t));
 	if (!ret->pages)
 		return -ENOMEM;
-	for (uint64_t i = 0; i < npages; i++)
-		ret->pages[i] = base + (scatter ? npages - 1 - i : i) * PAGE;
+	for (uint64_t i = 0; i < npages; i++) {
+		uint64_t k = i / run_pages, at = reverse ? nruns - 1 - k : k;
+
+		ret->pages[i] = base + (at * run_pages + i % run_pages) * PAGE;
+	}
 	return 0;
+}
+
+int vgd_buf_alloc_in(struct vgd *g, size_t region, uint64_t len, bool scatter,
+		     struct vgd_buf *ret)
+{
+	return buf_alloc(g, region, len, scatter ? PAGE : len, scatter, ret);
+}
+
+int vgd_buf_alloc_runs(struct vgd *g, uint64_t len, uint64_t run, struct vgd_buf *ret)
+{
+	if (!run || run % PAGE)
+		return -EINVAL;
+	return buf_alloc(g, 0, len, run, true, ret);
 }
 
 void vgd_buf_free(struct vgd_buf *b)
@@ -292,23 +319,57 @@ int vgd_destroy(struct vgd *g, uint16_t opcode, uint32_t handle)
 	return vgd_cmd(g, opcode, &h, sizeof(h), NULL, 0);
 }
 
-int vgd_reg_mr(struct vgd *g, uint32_t pd, const struct vgd_buf *b, uint64_t off, uint64_t len,
-	       uint32_t access, struct vgd_mr *ret)
+/*
+ * 2 MiB pages serve [off, off+len) of b if every 2 MiB block of guest
+ * virtual addresses it touches lies inside b and is backed by one aligned,
+ * contiguous 2 MiB of guest-physical memory (ib_umem_find_best_pgsz's
+ * question, asked of the device's page_size_cap: 4 KiB | 2 MiB).
+ */
+static bool huge_pages_fit(const struct vgd_buf *b, uint64_t off, uint64_t len)
 {
-	uint64_t first = off / PAGE, npages = (off % PAGE + len + PAGE - 1) / PAGE;
+	uint64_t per = VGD_HUGE / PAGE;
+	uint64_t first = (b->va + off) & ~(VGD_HUGE - 1), end = b->va + off + len;
+
+	if (first < b->va || ((end + VGD_HUGE - 1) & ~(VGD_HUGE - 1)) > b->va + b->npages * PAGE)
+		return false;
+	for (uint64_t va = first; va < end; va += VGD_HUGE) {
+		uint64_t k = (va - b->va) / PAGE;
+
+		if (b->pages[k] % VGD_HUGE)
+			return false;
+		for (uint64_t j = 1; j < per; j++)
+			if (b->pages[k + j] != b->pages[k] + j * PAGE)
+				return false;
+	}
+	return true;
+}
+
+int vgd_reg_mr_shift(struct vgd *g, uint32_t pd, const struct vgd_buf *b, uint64_t off,
+		     uint64_t len, uint32_t access, unsigned int page_shift, struct vgd_mr *ret)
+{
+	uint64_t page = 1ull << page_shift, iova = b->va + off;
+	uint64_t first_va = iova & ~(page - 1);
+	uint64_t npages = ((iova + len + page - 1) & ~(page - 1)) - first_va;
 	struct vrdma_reg_mr_req m = {
-		.pd = pd, .access = access, .iova = b->va + off, .length = len,
-		.page_shift = 12, .npages = (uint32_t)npages,
+		.pd = pd, .access = access, .iova = iova, .length = len,
+		.page_shift = page_shift,
 	};
 	g_autofree uint8_t *req = NULL;
 	struct vrdma_reg_mr_resp resp;
 	int r;
 
-	if (!len || !range_within(off, len, b->len))
+	if (!len || !range_within(off, len, b->len) || (page_shift != 12 && page_shift != 21) ||
+	    (page_shift == 21 && !huge_pages_fit(b, off, len)))
 		return -EINVAL;
+	npages >>= page_shift;
+	m.npages = (uint32_t)npages;
 	req = g_malloc(sizeof(m) + npages * 8);
 	memcpy(req, &m, sizeof(m));
-	memcpy(req + sizeof(m), b->pages + first, npages * 8);
+	for (uint64_t i = 0; i < npages; i++) {
+		uint64_t gpa = b->pages[(first_va + i * page - b->va) / PAGE];
+
+		memcpy(req + sizeof(m) + i * 8, &gpa, 8);
+	}
 	r = vgd_cmd(g, VRDMA_CMD_REG_MR, req, (uint32_t)(sizeof(m) + npages * 8), &resp,
 		    sizeof(resp));
 	if (r)
@@ -317,6 +378,15 @@ int vgd_reg_mr(struct vgd *g, uint32_t pd, const struct vgd_buf *b, uint64_t off
 		.handle = resp.mr, .lkey = resp.lkey, .rkey = resp.rkey, .iova = m.iova, .len = len,
 	};
 	return 0;
+}
+
+int vgd_reg_mr(struct vgd *g, uint32_t pd, const struct vgd_buf *b, uint64_t off, uint64_t len,
+	       uint32_t access, struct vgd_mr *ret)
+{
+	unsigned int shift = len && range_within(off, len, b->len) && huge_pages_fit(b, off, len) ?
+				     21 : 12;
+
+	return vgd_reg_mr_shift(g, pd, b, off, len, access, shift, ret);
 }
 
 static int ring_alloc(struct vgd *g, uint32_t log2_slots, unsigned int slot_log2,

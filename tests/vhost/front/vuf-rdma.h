@@ -76,6 +76,8 @@ int vgd_buf_alloc(struct vgd *g, uint64_t len, bool scatter, struct vgd_buf *ret
 /* The same in RAM region `region` (1: the extra one). */
 int vgd_buf_alloc_in(struct vgd *g, size_t region, uint64_t len, bool scatter,
 		     struct vgd_buf *ret);
+/* Runs of `run` contiguous bytes in reverse physical order (run: 4 KiB multiple). */
+int vgd_buf_alloc_runs(struct vgd *g, uint64_t len, uint64_t run, struct vgd_buf *ret);
 /* REM_MEM_REG of the extra region, as a front end unplugging memory. */
 int vgd_remove_extra(struct vgd *g);
 void vgd_buf_free(struct vgd_buf *b);
@@ -92,9 +94,16 @@ struct vgd_mr {
 	uint32_t handle, lkey, rkey;
 	uint64_t iova, len;
 };
-/* Registers [off, off+len) of b (4 KiB pages). */
+/*
+ * Registers [off, off+len) of b with the largest page size the device takes
+ * that fits (2 MiB where b is backed by aligned huge runs, else 4 KiB), as a
+ * guest kernel driver does with ib_umem_find_best_pgsz().
+ */
 int vgd_reg_mr(struct vgd *g, uint32_t pd, const struct vgd_buf *b, uint64_t off, uint64_t len,
 	       uint32_t access, struct vgd_mr *ret);
+/* The same with a given page shift (12 or 21); -EINVAL if it does not fit. */
+int vgd_reg_mr_shift(struct vgd *g, uint32_t pd, const struct vgd_buf *b, uint64_t off,
+		     uint64_t len, uint32_t access, unsigned int page_shift, struct vgd_mr *ret);
 
 struct vgd_ring {
 	uint64_t gpa;
