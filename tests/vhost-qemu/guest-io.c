@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/klog.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -46,7 +47,7 @@ struct workload {
 	uint8_t *chunk;        // pattern reads
 	uint8_t *stamp;        // the stamp being written / compared
 	uint8_t *sector_out, *sector_in;
-	char reason[160];
+	char reason[384];
 };
 
 static uint64_t splitmix64(uint64_t *state)
@@ -88,6 +89,28 @@ static void fill_stamp(uint8_t *buf, uint64_t n)
 		memcpy(buf + off, line, off + (size_t)len <= STAMP_SIZE ? (size_t)len : STAMP_SIZE - off);
 }
 
+/*
+ * The newest kernel message about the disk (a capacity change, an I/O
+ * error), or "none": the short-read report carries it so that a failure
+ * says whether the guest saw the device change.
+ */
+static void last_disk_message(char *out, size_t out_size)
+{
+	static char log[1 << 16];
+	int n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, log, (int)sizeof(log) - 1);
+	const char *found = NULL;
+
+	snprintf(out, out_size, "none");
+	if (n <= 0)
+		return;
+	log[n] = '\0';
+	for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, "vda") || strstr(line, "virtio_blk") || strstr(line, "capacity"))
+			found = line;
+	if (found)
+		snprintf(out, out_size, "%s", found);
+}
+
 static int io(struct workload *w, const char *what, int write, void *buf, size_t len, uint64_t off)
 {
 	ssize_t done = write ? pwrite(w->fd, buf, len, (off_t)off) : pread(w->fd, buf, len, (off_t)off);
@@ -102,11 +125,13 @@ static int io(struct workload *w, const char *what, int write, void *buf, size_t
 		 */
 		uint64_t size = 0;
 		ssize_t again;
+		char kmsg[160];
 
 		ioctl(w->fd, BLKGETSIZE64, &size);
 		again = write ? pwrite(w->fd, buf, len, (off_t)off) : pread(w->fd, buf, len, (off_t)off);
-		return fail(w, "%s: %zd of %zu bytes at %" PRIu64 " (device size %" PRIu64
-			    ", again: %zd)", what, done, len, off, size, again);
+		last_disk_message(kmsg, sizeof(kmsg));
+		return fail(w, "short-io %s: %zd of %zu bytes at %" PRIu64 " (device size %" PRIu64
+			    ", again: %zd, kernel: %s)", what, done, len, off, size, again, kmsg);
 	}
 	return 0;
 }
