@@ -213,9 +213,10 @@ static double latency(struct sender *s, struct rp_native *target, volatile uint6
 
 /* ---- registration and QP creation ---- */
 
-static double native_reg_s_per_gib(struct rp_native *n, uint64_t size)
+/* huge: the buffer on huge pages, as the guest's RAM is in the huge rows. */
+static double native_reg_s_per_gib(struct rp_native *n, uint64_t size, bool huge)
 {
-	int fd = memfd_create("bench-mr", MFD_CLOEXEC);
+	int fd = memfd_create("bench-mr", MFD_CLOEXEC | (huge ? MFD_HUGETLB : 0));
 	uint8_t *p;
 	uint64_t t0;
 	struct ibv_mr *mr;
@@ -332,7 +333,7 @@ static int by_value(const void *a, const void *b)
  * order (the worst case: 4 KiB pages, one host mapping per page).
  */
 #define REG_RUNS 5
-static void registration_rows(struct vgd *g, uint32_t pd, struct rp_native *na)
+static void registration_rows(struct vgd *g, uint32_t pd, struct rp_native *na, bool huge)
 {
 	static const struct {
 		const char *name;
@@ -345,8 +346,10 @@ static void registration_rows(struct vgd *g, uint32_t pd, struct rp_native *na)
 		{ "MR registration, 4 KiB pages", 4096, 64ull << 20 },
 	};
 
-	for (size_t l = 0; l < ARRAY_SIZE(layouts); l++) {
+	/* On huge pages a 4 KiB page list does not exist. */
+	for (size_t l = 0; l < ARRAY_SIZE(layouts) - (huge ? 1 : 0); l++) {
 		double dev[REG_RUNS], nat[REG_RUNS];
+		char name[80];
 		struct vgd_buf b;
 		uint64_t size = layouts[l].size;
 		int r = vgd_buf_alloc_runs(g, size, layouts[l].run, &b);
@@ -355,18 +358,43 @@ static void registration_rows(struct vgd *g, uint32_t pd, struct rp_native *na)
 			die("guest buffer", r);
 		for (int i = 0; i < REG_RUNS; i++) {
 			if (i % 2) {
-				nat[i] = native_reg_s_per_gib(na, size);
+				nat[i] = native_reg_s_per_gib(na, size, huge);
 				dev[i] = guest_reg_s_per_gib(g, pd, &b, size);
 			} else {
 				dev[i] = guest_reg_s_per_gib(g, pd, &b, size);
-				nat[i] = native_reg_s_per_gib(na, size);
+				nat[i] = native_reg_s_per_gib(na, size, huge);
 			}
 		}
 		vgd_buf_free(&b);
 		qsort(dev, REG_RUNS, sizeof(dev[0]), by_value);
 		qsort(nat, REG_RUNS, sizeof(nat[0]), by_value);
-		row(layouts[l].name, "s/GiB", dev[REG_RUNS / 2], nat[REG_RUNS / 2], true);
+		snprintf(name, sizeof(name), "%s%s", layouts[l].name, huge ? ", huge" : "");
+		row(name, "s/GiB", dev[REG_RUNS / 2], nat[REG_RUNS / 2], true);
 	}
+}
+
+/*
+ * The same registrations with guest RAM on huge pages (memfd MFD_HUGETLB),
+ * against native ibv_reg_mr of a huge-page memfd: a second connection to
+ * the same back end.  Needs vm.nr_hugepages (rdma-bench-guest sets it).
+ */
+#define HUGE_RAM (640ull << 20)
+static void huge_registration_rows(const char *sock, struct rp_native *na)
+{
+	struct vgd_opts o = { .ram_bytes = HUGE_RAM, .huge_pages = true };
+	struct vgd *g;
+	uint32_t pd;
+	int r = vgd_open(sock, &o, &g);
+
+	if (r) {
+		printf("%-30s skipped: no guest RAM on huge pages (%s; see vm.nr_hugepages)\n",
+		       "MR registration, huge", strerror(-r));
+		return;
+	}
+	if ((r = vgd_create_pd(g, &pd)))
+		die("huge guest PD", r);
+	registration_rows(g, pd, na, true);
+	vgd_close(g);
 }
 
 /* ---- main ---- */
@@ -458,7 +486,8 @@ int main(int argc, char **argv)
 	if (tuned) {
 		printf("-- vrdma-vhost --rdma-poll-us %s --rdma-prefault:\n", TUNED_POLL_US);
 		latency_row(&guest, &native, &nb, &nb2, &na);
-		registration_rows(guest.g, pd, &na);
+		registration_rows(guest.g, pd, &na, false);
+		huge_registration_rows(sock, &na);
 		goto out;
 	}
 	printf("== rdma device vs native verbs: %s -> %s, same loop (window %u, batch %u, "
@@ -477,7 +506,8 @@ int main(int argc, char **argv)
 		}
 	}
 	latency_row(&guest, &native, &nb, &nb2, &na);
-	registration_rows(guest.g, pd, &na);
+	registration_rows(guest.g, pd, &na, false);
+	huge_registration_rows(sock, &na);
 	row("QP creation (1024 QPs)", "QPs/s", guest_qps_per_s(guest.g, pd, &cq2),
 	    native_qps_per_s(&na), false);
 out:

@@ -39,6 +39,9 @@ struct vgd {
 
 struct vgd_opts {
 	uint64_t ram_bytes;  /* default 256 MiB */
+	/* Guest RAM on huge pages (memfd MFD_HUGETLB, 2 MiB on x86), as RDMA guests
+	 * usually run; ram_bytes must be a multiple of 2 MiB. */
+	bool huge_pages;
 	bool log_all;        /* negotiate LOG_ALL and send a log */
 	int timeout_ms;      /* per command, default 5000 */
 	/* Start the queues where a stopped device left them (vgd_stop), as
