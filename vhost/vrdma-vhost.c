@@ -21,6 +21,7 @@
 #include <glib.h>
 
 #include "device.h"
+#include "listen-fds.h"
 #include "log.h"
 #include "sriov.h"
 #include "util.h"
@@ -383,6 +384,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->max_wrs = 4194304;
 	g_option_context_add_main_entries(ctx, entries, NULL);
 	g_option_context_set_description(ctx,
+		"Socket activation: without --socket-path and --fd, a socket passed by\n"
+		"systemd (LISTEN_PID/LISTEN_FDS, one socket) is served as --fd serves it.\n"
 		"Exit status: 0 on SIGTERM/SIGINT or when an --fd connection ends,\n"
 		"1 when the device or socket cannot be set up, 2 on bad usage.\n"
 		"SIGHUP re-reads the blk backing size and notifies the front ends.\n");
@@ -397,12 +400,39 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+/*
+ * Socket activation: with neither --socket-path nor --fd, a socket passed
+ * by systemd (a .socket unit) is served as --fd would serve it, so a back
+ * end restarted by systemd keeps the path QEMU reconnects to.
+ */
+static int take_activated_socket(struct options *o)
+{
+	int n;
+
+	if (o->socket_path || o->fd >= 0 || o->print_capabilities)
+		return 0;
+	n = listen_fds_take();
+	if (n < 0) {
+		fprintf(stderr, "vrdma-vhost: malformed LISTEN_PID/LISTEN_FDS in the environment\n");
+		return -EINVAL;
+	}
+	if (n > 1) {
+		fprintf(stderr, "vrdma-vhost: socket activation passed %d sockets; "
+			"the back end serves exactly one\n", n);
+		return -EINVAL;
+	}
+	if (n == 1)
+		o->fd = LISTEN_FDS_START;
+	return 0;
+}
+
 static int check_usage(const struct options *o)
 {
 	if (o->print_capabilities)
 		return 0;
 	if (!!o->socket_path == (o->fd >= 0)) {
-		fprintf(stderr, "vrdma-vhost: give exactly one of --socket-path and --fd\n");
+		fprintf(stderr, "vrdma-vhost: give exactly one of --socket-path and --fd "
+			"(or start it socket-activated)\n");
 		return -EINVAL;
 	}
 	if (o->vf && o->ibdev) {
@@ -609,7 +639,8 @@ int main(int argc, char **argv)
 
 	log_init("vrdma-vhost", LOG_LVL_INFO);
 	signal(SIGPIPE, SIG_IGN);
-	if (parse_options(argc, argv, &o) < 0 || check_usage(&o) < 0)
+	if (parse_options(argc, argv, &o) < 0 || take_activated_socket(&o) < 0 ||
+	    check_usage(&o) < 0)
 		return EXIT_USAGE;
 	if (o.verbose)
 		log_init("vrdma-vhost", LOG_LVL_DEBUG);
