@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <glib.h>
+
 #include "vu.h"
 
 struct vhost_device_args {
@@ -40,6 +42,8 @@ struct vhost_device_type {
 	 * run when it is readable (the host device's asynchronous events). */
 	int (*shared_fd)(void *shared);
 	void (*shared_ready)(void *shared);
+	/* Optional: the device's own metrics (prom.h families), appended. */
+	void (*metrics)(void *shared, GString *out);
 };
 
 extern const struct vhost_device_type vhost_blk_type;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "prom.h"
 #include "rdma-internal.h"
 #include "util.h"
 
@@ -352,9 +353,38 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 	return 0;
 }
 
+/* The tenant's objects and pinned memory against its quotas. */
+static void rdma_metrics(void *shared, GString *out)
+{
+	const struct rdma_shared *sh = shared;
+	static const char *const kinds[] = { "pd", "mr", "cq", "qp" };
+	const uint32_t used[] = { sh->used.pds, sh->used.mrs, sh->used.cqs, sh->used.qps };
+	const uint32_t limit[] = { sh->limit.pds, sh->limit.mrs, sh->limit.cqs, sh->limit.qps };
+
+	prom_family(out, "vrdma_vhost_rdma_objects", "gauge",
+		    "RDMA objects the tenant holds, by kind");
+	for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++)
+		prom_sample(out, "vrdma_vhost_rdma_objects", "kind", kinds[i], used[i]);
+	prom_family(out, "vrdma_vhost_rdma_objects_limit", "gauge",
+		    "the tenant's quota of RDMA objects, by kind");
+	for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++)
+		prom_sample(out, "vrdma_vhost_rdma_objects_limit", "kind", kinds[i], limit[i]);
+	prom_family(out, "vrdma_vhost_rdma_pinned_bytes", "gauge",
+		    "guest memory registered (pinned) by the tenant");
+	prom_sample(out, "vrdma_vhost_rdma_pinned_bytes", NULL, NULL, (double)sh->used.pinned_bytes);
+	prom_family(out, "vrdma_vhost_rdma_pinned_bytes_limit", "gauge",
+		    "the tenant's quota of pinned guest memory");
+	prom_sample(out, "vrdma_vhost_rdma_pinned_bytes_limit", NULL, NULL,
+		    (double)sh->limit.pinned_bytes);
+	prom_family(out, "vrdma_vhost_rdma_work_requests", "gauge",
+		    "work requests the tenant's QP rings can hold");
+	prom_sample(out, "vrdma_vhost_rdma_work_requests", NULL, NULL, (double)sh->used.wrs);
+}
+
 static const char *const rdma_capabilities[] = { "ibdev", NULL };
 
 const struct vhost_device_type vhost_rdma_type = {
+	.metrics = rdma_metrics,
 	.name = "rdma",
 	.capabilities = rdma_capabilities,
 	.open = rdma_open,

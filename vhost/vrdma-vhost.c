@@ -23,6 +23,7 @@
 #include "device.h"
 #include "listen-fds.h"
 #include "log.h"
+#include "prom.h"
 #include "sriov.h"
 #include "util.h"
 #include "vu.h"
@@ -45,6 +46,11 @@ struct daemon {
 	unsigned int next_id;
 	struct sriov_assignment function; /* the tenant's VF, when one was asked for */
 	int lease_fd; /* held until exit: the pool does not release the VF under us */
+	/* --metrics-file: counters since start, written every interval */
+	const char *metrics_path;
+	guint metrics_timer;
+	uint64_t conns_total, conns_closed, refused_limit, refused_error;
+	GHashTable *drops; /* errno -> connections dropped for it */
 };
 
 struct conn {
@@ -142,6 +148,14 @@ static void conn_free(struct conn *c)
 		g_main_loop_quit(d->loop);
 }
 
+static void count_drop(struct daemon *d, int err)
+{
+	gpointer key = GINT_TO_POINTER(err);
+
+	g_hash_table_insert(d->drops, key,
+			    GSIZE_TO_POINTER(GPOINTER_TO_SIZE(g_hash_table_lookup(d->drops, key)) + 1));
+}
+
 static gboolean conn_readable(gint fd, GIOCondition cond, gpointer data)
 {
 	struct conn *c = data;
@@ -151,10 +165,13 @@ static gboolean conn_readable(gint fd, GIOCondition cond, gpointer data)
 	ret = vu_dev_dispatch(c->dev);
 	if (ret == 0)
 		return G_SOURCE_CONTINUE;
-	if (ret == -ECONNRESET)
+	if (ret == -ECONNRESET) {
 		log_info("connection %u: closed by the front end", c->id);
-	else
+		c->d->conns_closed++;
+	} else {
 		log_warn("connection %u: dropped: %s", c->id, strerror(-ret));
+		count_drop(c->d, -ret);
+	}
 	c->sock_watch = 0; /* returning REMOVE destroys the source */
 	conn_free(c);
 	return G_SOURCE_REMOVE;
@@ -181,6 +198,7 @@ static int conn_new(struct daemon *d, int sock)
 	c->sock_watch = g_unix_fd_add(sock, G_IO_IN | G_IO_HUP | G_IO_ERR, conn_readable, c);
 	d->conns = g_list_prepend(d->conns, c);
 	d->nconns++;
+	d->conns_total++;
 	log_info("connection %u: front end connected", c->id);
 	return 0;
 err:
@@ -201,10 +219,21 @@ static gboolean resume_accepting(gpointer data)
 	return G_SOURCE_REMOVE;
 }
 
+/* "pid P uid U" of a UNIX socket's peer, for the log: who was refused. */
+static char *peer_name(int sock)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return g_strdup("(peer unknown)");
+	return g_strdup_printf("pid %d uid %u", (int)cred.pid, (unsigned int)cred.uid);
+}
+
 static gboolean listen_readable(gint fd, GIOCondition cond, gpointer data)
 {
 	struct daemon *d = data;
-	int sock;
+	int sock, ret;
 
 	(void)cond;
 	sock = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -221,12 +250,18 @@ static gboolean listen_readable(gint fd, GIOCondition cond, gpointer data)
 		return G_SOURCE_REMOVE;
 	}
 	if (d->nconns >= d->max_conns) {
-		log_warn("refusing a front end: already serving %u connections", d->nconns);
+		g_autofree char *who = peer_name(sock);
+
+		log_warn("refusing front end %s: already serving %u connections", who, d->nconns);
+		d->refused_limit++;
 		close(sock);
 		return G_SOURCE_CONTINUE;
 	}
-	if (conn_new(d, sock) < 0)
-		log_warn("cannot serve a new connection");
+	ret = conn_new(d, sock);
+	if (ret < 0) {
+		log_warn("cannot serve a new connection: %s", strerror(-ret));
+		d->refused_error++;
+	}
 	return G_SOURCE_CONTINUE;
 }
 
@@ -339,6 +374,8 @@ struct options {
 	gint64 max_wrs;
 	gint rdma_poll_us;
 	gboolean rdma_prefault;
+	gchar *metrics_file;
+	gint metrics_interval;
 	gboolean verbose;
 };
 
@@ -366,6 +403,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "max-pinned-mib", 0, 0, G_OPTION_ARG_INT64, &o->max_pinned_mib, "rdma: MiB of guest memory registered per tenant (default 16384)", "MIB" },
 		{ "max-wrs", 0, 0, G_OPTION_ARG_INT64, &o->max_wrs, "rdma: work requests the tenant's QP rings may hold (default 4194304)", "N" },
 		{ "rdma-poll-us", 0, 0, G_OPTION_ARG_INT, &o->rdma_poll_us, "rdma: after a send doorbell, keep polling its CQs and the doorbell queue until this long passes idle, 0..1000 (default 0: wait for interrupts and kicks)", "USEC" },
+		{ "metrics-file", 0, 0, G_OPTION_ARG_FILENAME, &o->metrics_file, "write counters here in the Prometheus text format (node_exporter's textfile collector), replaced atomically", "PATH" },
+		{ "metrics-interval", 0, 0, G_OPTION_ARG_INT, &o->metrics_interval, "seconds between metrics writes, 1..3600 (default 15)", "S" },
 		{ "rdma-prefault", 0, 0, G_OPTION_ARG_NONE, &o->rdma_prefault, "rdma: fill guest RAM's page tables when it is mapped, so registering MRs finds the pages in place (allocates all guest RAM)", NULL },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
 		{ NULL },
@@ -382,6 +421,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->max_qps = 4096;
 	o->max_pinned_mib = 16384;
 	o->max_wrs = 4194304;
+	o->metrics_interval = 15;
 	g_option_context_add_main_entries(ctx, entries, NULL);
 	g_option_context_set_description(ctx,
 		"Socket activation: without --socket-path and --fd, a socket passed by\n"
@@ -452,6 +492,10 @@ static int check_usage(const struct options *o)
 	    o->rdma_poll_us < 0 || o->rdma_poll_us > 1000) {
 		fprintf(stderr, "vrdma-vhost: the --max-* quotas must be >= 0 "
 			"(--max-pinned-mib at most 16 TiB), --rdma-poll-us 0..1000\n");
+		return -EINVAL;
+	}
+	if (o->metrics_interval < 1 || o->metrics_interval > 3600) {
+		fprintf(stderr, "vrdma-vhost: --metrics-interval must be 1..3600\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -525,6 +569,65 @@ static gboolean shared_readable(gint fd, GIOCondition cond, gpointer data)
 	return G_SOURCE_CONTINUE;
 }
 
+static gint by_errno(gconstpointer a, gconstpointer b)
+{
+	return GPOINTER_TO_INT(a) - GPOINTER_TO_INT(b);
+}
+
+static void metrics_render(const struct daemon *d, GString *out)
+{
+	g_autoptr(GList) errs = g_list_sort(g_hash_table_get_keys(d->drops), by_errno);
+
+	prom_family(out, "vrdma_vhost_info", "gauge", "the device type this back end serves");
+	prom_sample(out, "vrdma_vhost_info", "device", d->type->name, 1);
+	prom_family(out, "vrdma_vhost_connections", "gauge", "front ends connected now");
+	prom_sample(out, "vrdma_vhost_connections", NULL, NULL, d->nconns);
+	prom_family(out, "vrdma_vhost_connections_total", "counter",
+		    "front ends accepted and served since start");
+	prom_sample(out, "vrdma_vhost_connections_total", NULL, NULL, (double)d->conns_total);
+	prom_family(out, "vrdma_vhost_connections_refused_total", "counter",
+		    "front ends refused on accept: over --max-connections, or no instance");
+	prom_sample(out, "vrdma_vhost_connections_refused_total", "reason", "limit",
+		    (double)d->refused_limit);
+	prom_sample(out, "vrdma_vhost_connections_refused_total", "reason", "error",
+		    (double)d->refused_error);
+	prom_family(out, "vrdma_vhost_connections_ended_total", "counter",
+		    "connections that ended: closed by the front end, or dropped for an error "
+		    "(its errno name)");
+	prom_sample(out, "vrdma_vhost_connections_ended_total", "reason", "closed",
+		    (double)d->conns_closed);
+	for (GList *l = errs; l; l = l->next) {
+		int err = GPOINTER_TO_INT(l->data);
+		const char *name = strerrorname_np(err);
+
+		prom_sample(out, "vrdma_vhost_connections_ended_total", "reason",
+			    name ? name : "unknown",
+			    (double)GPOINTER_TO_SIZE(g_hash_table_lookup(d->drops, l->data)));
+	}
+	if (d->type->metrics && d->shared)
+		d->type->metrics(d->shared, out);
+}
+
+static void metrics_write(struct daemon *d)
+{
+	static bool warned;
+	g_autoptr(GString) out = g_string_new(NULL);
+	int ret;
+
+	metrics_render(d, out);
+	ret = prom_write_file(d->metrics_path, out);
+	if (ret < 0 && !warned)
+		log_warn("cannot write metrics to %s: %s (said once)", d->metrics_path,
+			 strerror(-ret));
+	warned = warned || ret < 0;
+}
+
+static gboolean metrics_tick(gpointer data)
+{
+	metrics_write(data);
+	return G_SOURCE_CONTINUE;
+}
+
 static int run(struct daemon *d, const struct options *o)
 {
 	struct vhost_device_args args = {
@@ -588,6 +691,11 @@ static int run(struct daemon *d, const struct options *o)
 		d->listen_watch = g_unix_fd_add(d->listen_fd, G_IO_IN, listen_readable, d);
 	log_info("%s device ready%s%s", d->type->name, d->socket_path ? " on " : "",
 		 d->socket_path ? d->socket_path : "");
+	if (o->metrics_file) {
+		d->metrics_path = o->metrics_file;
+		metrics_write(d);
+		d->metrics_timer = g_timeout_add_seconds((guint)o->metrics_interval, metrics_tick, d);
+	}
 	g_main_loop_run(d->loop);
 	return 0;
 }
@@ -599,6 +707,11 @@ static void daemon_cleanup(struct daemon *d)
 
 		d->single_connection = false;
 		conn_free(c);
+	}
+	/* The last figures, with every connection gone. */
+	if (d->metrics_timer) {
+		g_source_remove(d->metrics_timer);
+		metrics_write(d);
 	}
 	if (d->listen_watch)
 		g_source_remove(d->listen_watch);
@@ -616,6 +729,7 @@ static void daemon_cleanup(struct daemon *d)
 	if (d->lease_fd >= 0)
 		close(d->lease_fd);
 	g_main_loop_unref(d->loop);
+	g_hash_table_destroy(d->drops);
 }
 
 static void options_clear(struct options *o)
@@ -629,6 +743,7 @@ static void options_clear(struct options *o)
 	g_free(o->ibdev);
 	g_free(o->sysfs_root);
 	g_free(o->sriov_state);
+	g_free(o->metrics_file);
 }
 
 int main(int argc, char **argv)
@@ -659,6 +774,7 @@ int main(int argc, char **argv)
 		return EXIT_SETUP;
 	}
 	d.loop = g_main_loop_new(NULL, FALSE);
+	d.drops = g_hash_table_new(NULL, NULL);
 	/* Before any setup: a SIGTERM during it must still mean a clean exit. */
 	g_unix_signal_add(SIGTERM, on_quit_signal, &d);
 	g_unix_signal_add(SIGINT, on_quit_signal, &d);
