@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "migrate.h"
+#include "prom.h"
 #include "xport-wire.h"
 
 enum exit_code {
@@ -39,6 +40,8 @@ struct cli {
 	bool tty;
 	bool incoming;
 	bool line_open;
+	const char *metrics_path; /* --metrics-file */
+	bool metrics_warned;
 };
 
 static volatile sig_atomic_t cancelled;
@@ -160,9 +163,57 @@ static void print_progress(struct cli *cli, const struct mig_stats *st)
 	cli->line_open = true;
 }
 
+/* --metrics-file: the migration's state after each event, for dashboards. */
+static void write_metrics(struct cli *cli, const struct mig_stats *st)
+{
+	g_autoptr(GString) out = g_string_new(NULL);
+	static const char *const phases[] = { "setup", "active", "device", "completed", "failed" };
+	int ret;
+
+	prom_family(out, "vrdma_migrate_info", "gauge", "this engine's side and transport");
+	g_string_append_printf(out, "vrdma_migrate_info{role=\"%s\",transport=\"%s\"} 1\n",
+			       cli->incoming ? "destination" : "source",
+			       xport_kind_name(st->transport));
+	prom_family(out, "vrdma_migrate_phase", "gauge",
+		    "1 for the phase the migration is in (device: stop-and-copy)");
+	for (size_t i = 0; i < G_N_ELEMENTS(phases); i++)
+		prom_sample(out, "vrdma_migrate_phase", "phase", phases[i],
+			    st->status && !strcmp(st->status, phases[i]));
+	prom_family(out, "vrdma_migrate_ram_bytes", "gauge",
+		    "guest RAM: total, transferred so far, dirty at the last sync");
+	prom_sample(out, "vrdma_migrate_ram_bytes", "kind", "total", (double)st->ram_total);
+	prom_sample(out, "vrdma_migrate_ram_bytes", "kind", "transferred",
+		    (double)st->ram_transferred);
+	prom_sample(out, "vrdma_migrate_ram_bytes", "kind", "remaining", (double)st->ram_remaining);
+	prom_family(out, "vrdma_migrate_pages", "counter", "pages sent, and zero pages skipped");
+	prom_sample(out, "vrdma_migrate_pages", "kind", "sent", (double)st->normal);
+	prom_sample(out, "vrdma_migrate_pages", "kind", "zero", (double)st->duplicate);
+	prom_family(out, "vrdma_migrate_rounds", "gauge", "pre-copy rounds so far");
+	prom_sample(out, "vrdma_migrate_rounds", NULL, NULL, (double)st->rounds);
+	prom_family(out, "vrdma_migrate_rate_mbps", "gauge", "send rate of the last round, Mbit/s");
+	prom_sample(out, "vrdma_migrate_rate_mbps", NULL, NULL, st->mbps);
+	prom_family(out, "vrdma_migrate_dirty_pages_rate", "gauge",
+		    "pages per second the guest dirtied in the last round");
+	prom_sample(out, "vrdma_migrate_dirty_pages_rate", NULL, NULL, st->dirty_pages_rate);
+	prom_family(out, "vrdma_migrate_throttle_percent", "gauge", "guest CPU throttle asked for");
+	prom_sample(out, "vrdma_migrate_throttle_percent", NULL, NULL, st->throttle_percent);
+	prom_family(out, "vrdma_migrate_time_ms", "gauge", "total, setup and downtime so far");
+	prom_sample(out, "vrdma_migrate_time_ms", "kind", "total", (double)st->total_time_ms);
+	prom_sample(out, "vrdma_migrate_time_ms", "kind", "setup", (double)st->setup_time_ms);
+	prom_sample(out, "vrdma_migrate_time_ms", "kind", "downtime", (double)st->downtime_ms);
+	ret = prom_write_file(cli->metrics_path, out);
+	if (ret < 0 && !cli->metrics_warned)
+		log_warn("cannot write metrics to %s: %s (said once)", cli->metrics_path,
+			 strerror(-ret));
+	cli->metrics_warned = cli->metrics_warned || ret < 0;
+}
+
 static void on_event(const struct mig_event *ev, void *opaque)
 {
 	struct cli *cli = opaque;
+
+	if (cli->metrics_path)
+		write_metrics(cli, ev->stats);
 
 	if (cli->json) {
 		print_json_event(ev);
@@ -261,6 +312,8 @@ static void usage(FILE *f)
 		"  --verify              send: compare per-block xxh3 hashes at the end\n"
 		"  --timeout-ms N        give up after N ms of silence from the peer (default 30000)\n"
 		"  --json                newline-delimited JSON events on stdout\n"
+		"  --metrics-file PATH   the state after each event, Prometheus text format,\n"
+		"                        replaced atomically (node_exporter textfile collector)\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Exit codes: 0 completed, 1 peer/transport failure or timeout, 2 usage,\n"
@@ -324,6 +377,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		{ "verify", no_argument, NULL, 'v' },
 		{ "timeout-ms", required_argument, NULL, 'm' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "metrics-file", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -376,6 +430,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 			cfg->peer_timeout_ms = (int)v;
 			break;
 		case 'j': cli->json = true; break;
+		case 'M': cli->metrics_path = optarg; break;
 		case 'h': usage(stdout); exit(EXIT_OK);
 		default: usage(stderr); return -EINVAL;
 		}
