@@ -521,10 +521,18 @@ out_close:
 	return r;
 }
 
-static void reject_request(struct rdma_cm_id *id, int err)
+static void reject_request(const struct rdma_listener *l, struct rdma_cm_id *id, int err)
 {
 	struct xport_welcome w = { .status = (uint16_t)-err };
 	uint8_t priv[XPORT_WELCOME_SIZE];
+	struct sockaddr *peer = rdma_get_peer_addr(id);
+
+	/* Who was refused and why, for the listener's owner to log. */
+	if (l->base.opts.on_refused)
+		l->base.opts.on_refused(l->base.opts.refused_opaque, peer,
+					!peer ? 0 : peer->sa_family == AF_INET6 ?
+						    sizeof(struct sockaddr_in6) :
+						    sizeof(struct sockaddr_in), err);
 
 	xport_welcome_encode(&w, priv);
 	rdma_reject(id, priv, sizeof(priv));
@@ -636,7 +644,7 @@ static int rdma_accept_conn(struct xport_listener *base, int timeout_ms,
 			if (r < 0) {
 				struct rdma_cm_id *id = ev->id;
 
-				reject_request(id, r);
+				reject_request(l, id, r);
 				rdma_ack_cm_event(ev);
 				rdma_destroy_id(id);
 				continue;

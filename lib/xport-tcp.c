@@ -1618,12 +1618,26 @@ static void group_free(gpointer p)
 	g_free(g);
 }
 
+/* Tells the listener's owner (xport_opts.on_refused) who was refused and why. */
+static void tell_refused(const struct tcp_listener *tl, int fd, int err)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+
+	if (!tl->base.opts.on_refused)
+		return;
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+		len = 0;
+	tl->base.opts.on_refused(tl->base.opts.refused_opaque, (struct sockaddr *)&peer, len, err);
+}
+
 /* Best effort: tells a client why before hanging up; it may be gone already. */
-static void refuse(int fd, int err)
+static void refuse(const struct tcp_listener *tl, int fd, int err)
 {
 	struct xport_welcome w = { .status = (uint16_t)-err };
 	uint8_t buf[XPORT_WELCOME_SIZE];
 
+	tell_refused(tl, fd, err);
 	xport_welcome_encode(&w, buf);
 	(void)send(fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
 	close(fd);
@@ -1633,7 +1647,7 @@ static void group_refuse(struct tcp_listener *tl, struct pend_group *g, int err)
 {
 	for (unsigned i = 0; i < XPORT_MAX_CHANNELS; i++)
 		if (g->fds[i] >= 0)
-			refuse(steal_fd(&g->fds[i]), err);
+			refuse(tl, steal_fd(&g->fds[i]), err);
 	g_ptr_array_remove_fast(tl->groups, g);
 }
 
@@ -1653,8 +1667,10 @@ static void listener_expire(struct tcp_listener *tl)
 	for (guint i = tl->hellos->len; i-- > 0;) {
 		struct hello_sock *hs = g_ptr_array_index(tl->hellos, i);
 
-		if (hs->deadline >= 0 && hs->deadline <= now)
+		if (hs->deadline >= 0 && hs->deadline <= now) {
+			tell_refused(tl, hs->fd, -ETIMEDOUT);
 			g_ptr_array_remove_index_fast(tl->hellos, i);
+		}
 	}
 	for (guint i = tl->groups->len; i-- > 0;) {
 		struct pend_group *g = g_ptr_array_index(tl->groups, i);
@@ -1692,6 +1708,7 @@ static int accept_new(struct tcp_listener *tl)
 			return -errno;
 		}
 		if (pending_sockets(tl) >= MAX_PENDING_SOCKETS || set_nodelay(fd) < 0) {
+			tell_refused(tl, fd, pending_sockets(tl) >= MAX_PENDING_SOCKETS ? -EBUSY : -errno);
 			close(fd);
 			continue;
 		}
@@ -1730,11 +1747,11 @@ static struct pend_group *group_join(struct tcp_listener *tl, int fd,
 	} else if (g->hello.nchannels != h->nchannels ||
 		   g->hello.max_msg != h->max_msg ||
 		   g->hello.recv_depth != h->recv_depth) {
-		refuse(fd, -EINVAL);
+		refuse(tl, fd, -EINVAL);
 		return NULL;
 	}
 	if (g->fds[h->channel] >= 0) {
-		refuse(fd, -EEXIST);
+		refuse(tl, fd, -EEXIST);
 		return NULL;
 	}
 	g->fds[h->channel] = fd;
@@ -1806,6 +1823,7 @@ static int hello_progress(struct tcp_listener *tl, struct hello_sock *hs,
 	if (hs->have < sizeof(hs->buf))
 		return 1;
 	if (xport_hello_decode(hs->buf, sizeof(hs->buf), &hello) < 0) {
+		tell_refused(tl, hs->fd, -EPROTO);
 		g_ptr_array_remove_fast(tl->hellos, hs);
 		return 1;
 	}

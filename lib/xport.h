@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define XPORT_MAX_CHANNELS 16
 #define XPORT_MAX_SGE 16
@@ -49,6 +50,13 @@ struct xport_opts {
 	uint32_t max_msg;         /* largest SEND payload this side accepts */
 	int timeout_ms;           /* connection setup; <0: wait forever */
 	enum xport_zerocopy zerocopy;
+	/*
+	 * Listeners: told once of each connection refused while accepting,
+	 * with the peer's address (len 0 if unknown) and why (-errno), so the
+	 * caller can log it.  NULL: nobody is told.
+	 */
+	void (*on_refused)(void *opaque, const struct sockaddr *peer, socklen_t len, int err);
+	void *refused_opaque;
 };
 
 void xport_opts_init(struct xport_opts *opts);

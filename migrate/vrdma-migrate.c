@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <signal.h>
@@ -460,6 +461,18 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 	return 0;
 }
 
+/* A peer the listener refused: logged once, with its address and why. */
+static void log_refused(void *opaque, const struct sockaddr *peer, socklen_t len, int err)
+{
+	char host[NI_MAXHOST] = "(unknown)", port[NI_MAXSERV] = "?";
+
+	(void)opaque;
+	if (len)
+		getnameinfo(peer, len, host, sizeof(host), port, sizeof(port),
+			    NI_NUMERICHOST | NI_NUMERICSERV);
+	log_warn("refused a connection from %s port %s: %s", host, port, strerror(-err));
+}
+
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -474,6 +487,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	cli.tty = isatty(STDERR_FILENO);
 	cfg.cancel = &cancelled;
+	cfg.xopts.on_refused = log_refused;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
