@@ -25,7 +25,7 @@
 #define BIG_REGION BLOCK_SIZE
 #define TIMEOUT_MS 20000
 
-static void die(const char *what, int err)
+static _Noreturn void die(const char *what, int err)
 {
 	fprintf(stderr, "fake-peer: %s: %s\n", what, strerror(-err));
 	exit(1);
