@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "prom.h"
@@ -36,7 +37,20 @@ void prom_sample(GString *out, const char *name, const char *label_key, const ch
 	if (value >= -9.0e18 && value <= 9.0e18 && value == (double)(int64_t)value)
 		g_string_append_printf(out, " %lld\n", (long long)value);
 	else
-		g_string_append_printf(out, " %.6g\n", value);
+		g_string_append_printf(out, " %.15g\n", value);
+}
+
+void prom_process_cpu(GString *out)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return;
+	prom_family(out, "process_cpu_seconds_total", "counter",
+		    "user and system CPU time spent by this process, in seconds");
+	prom_sample(out, "process_cpu_seconds_total", NULL, NULL,
+		    (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+			    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 }
 
 int prom_write_file(const char *path, const GString *out)

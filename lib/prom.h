@@ -19,6 +19,9 @@ void prom_family(GString *out, const char *name, const char *type, const char *h
  */
 void prom_sample(GString *out, const char *name, const char *label_key, const char *label_value,
 		 double value);
+/* process_cpu_seconds_total: this process's user + system CPU time, the
+ * standard name exporters use. */
+void prom_process_cpu(GString *out);
 /* Writes out to path through a temporary file in the same directory and a
  * rename, so a reader never sees half a file.  -errno on failure. */
 int prom_write_file(const char *path, const GString *out);

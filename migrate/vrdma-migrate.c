@@ -202,6 +202,7 @@ static void write_metrics(struct cli *cli, const struct mig_stats *st)
 	prom_sample(out, "vrdma_migrate_time_ms", "kind", "total", (double)st->total_time_ms);
 	prom_sample(out, "vrdma_migrate_time_ms", "kind", "setup", (double)st->setup_time_ms);
 	prom_sample(out, "vrdma_migrate_time_ms", "kind", "downtime", (double)st->downtime_ms);
+	prom_process_cpu(out);
 	ret = prom_write_file(cli->metrics_path, out);
 	if (ret < 0 && !cli->metrics_warned)
 		log_warn("cannot write metrics to %s: %s (said once)", cli->metrics_path,

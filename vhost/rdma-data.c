@@ -372,6 +372,7 @@ unsigned int rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq)
 				send_done(d, qp, &wc[i]);
 		}
 		total += (unsigned int)n;
+		d->sh->completions += (uint64_t)n;
 		if ((unsigned int)n < POLL_BATCH)
 			break;
 	}
@@ -532,6 +533,7 @@ void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp)
 		}
 		posted = post_sends(qp, wrs, n);
 		sq->inflight += posted;
+		d->sh->sends_posted += posted;
 		if (posted < n) {
 			/* The host refused the rest: the first refused is the bad one. */
 			sq->next = (first + posted) & sq->ring.mask;
@@ -610,11 +612,13 @@ void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp)
 			uint32_t posted = bad ? (uint32_t)(bad - wrs) : 0;
 
 			rq->inflight += posted;
+			d->sh->recvs_posted += posted;
 			rq->next = (rq->next - (n - posted)) & rq->ring.mask;
 			rdma_qp_fatal(d, qp, VRDMA_QPF_HOST);
 			return;
 		}
 		rq->inflight += n;
+		d->sh->recvs_posted += n;
 	}
 }
 

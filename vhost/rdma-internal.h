@@ -161,6 +161,9 @@ struct rdma_shared {
 	GList *devs; /* every connection's device, for port and device events */
 	uint64_t poll_ns; /* after a send doorbell, poll its CQ this long */
 	bool prefault;    /* guest RAM mapped with its page tables filled */
+	/* Work the tenant's function did for its guests, for the metrics: what
+	 * an operator divides CPU time by to see the back end's cost per WQE. */
+	uint64_t sends_posted, recvs_posted, completions;
 };
 
 struct rdma_pd {

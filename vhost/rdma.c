@@ -379,6 +379,16 @@ static void rdma_metrics(void *shared, GString *out)
 	prom_family(out, "vrdma_vhost_rdma_work_requests", "gauge",
 		    "work requests the tenant's QP rings can hold");
 	prom_sample(out, "vrdma_vhost_rdma_work_requests", NULL, NULL, (double)sh->used.wrs);
+	prom_family(out, "vrdma_vhost_rdma_work_requests_posted_total", "counter",
+		    "guest WQEs posted to the tenant's function, by queue");
+	prom_sample(out, "vrdma_vhost_rdma_work_requests_posted_total", "queue", "send",
+		    (double)sh->sends_posted);
+	prom_sample(out, "vrdma_vhost_rdma_work_requests_posted_total", "queue", "recv",
+		    (double)sh->recvs_posted);
+	prom_family(out, "vrdma_vhost_rdma_completions_total", "counter",
+		    "completions the function reported for guest WQEs");
+	prom_sample(out, "vrdma_vhost_rdma_completions_total", NULL, NULL,
+		    (double)sh->completions);
 }
 
 static const char *const rdma_capabilities[] = { "ibdev", NULL };

@@ -49,6 +49,7 @@ struct daemon {
 	/* --metrics-file: counters since start, written every interval */
 	const char *metrics_path;
 	guint metrics_timer;
+	bool metrics_warned; /* a failed write is logged once */
 	uint64_t conns_total, conns_closed, refused_limit, refused_error;
 	GHashTable *drops; /* errno -> connections dropped for it */
 };
@@ -606,20 +607,20 @@ static void metrics_render(const struct daemon *d, GString *out)
 	}
 	if (d->type->metrics && d->shared)
 		d->type->metrics(d->shared, out);
+	prom_process_cpu(out);
 }
 
 static void metrics_write(struct daemon *d)
 {
-	static bool warned;
 	g_autoptr(GString) out = g_string_new(NULL);
 	int ret;
 
 	metrics_render(d, out);
 	ret = prom_write_file(d->metrics_path, out);
-	if (ret < 0 && !warned)
+	if (ret < 0 && !d->metrics_warned)
 		log_warn("cannot write metrics to %s: %s (said once)", d->metrics_path,
 			 strerror(-ret));
-	warned = warned || ret < 0;
+	d->metrics_warned = d->metrics_warned || ret < 0;
 }
 
 static gboolean metrics_tick(gpointer data)
