@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Owner protocol: encoding, the validating decoder, and fd passing. */
+#include "fdpass.h"
 #include "owner-proto.h"
 
 #include <errno.h>
@@ -247,15 +248,7 @@ int owner_send(int sock, const struct owner_msg *msg, int fd)
 	if ((fd >= 0) != (owner_msg_nfds(msg->type) == 1))
 		return -EINVAL;
 	iov.iov_len = owner_msg_encode(msg, buf);
-	if (fd >= 0) {
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.b;
-		mh.msg_controllen = sizeof(ctl.b);
-		ctl.h.cmsg_level = SOL_SOCKET;
-		ctl.h.cmsg_type = SCM_RIGHTS;
-		ctl.h.cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(&ctl.h), &fd, sizeof(int));
-	}
+	fdpass_attach(&mh, ctl.b, &fd, fd >= 0);
 	do {
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "fdpass.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "vhost-user and virtio 1.x are little-endian; so must the host be");
@@ -306,18 +307,7 @@ static int send_all(int sock, const uint8_t *buf, size_t len, const int *fds, un
 
 	if (nfds > VU_MAX_FDS)
 		return -EINVAL;
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(&control, 0, sizeof(control));
-		mh.msg_control = control.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
+	fdpass_attach(&mh, control.buf, fds, nfds);
 	/*
 	 * Replies are small; a peer that does not drain its socket so that
 	 * even one reply does not fit is broken, and is dropped.

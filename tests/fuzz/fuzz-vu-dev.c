@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "device.h"
 #include "fuzz.h"
 #include "vu-internal.h"
@@ -114,7 +115,10 @@ static void open_fds(bool ret_open[FD_WINDOW])
 
 static void send_stream(int sock, const uint8_t *p, size_t n, unsigned int nfds, bool events)
 {
-	char cbuf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+	union {
+		char buf[FDPASS_CONTROL_SIZE(MAX_FDS)];
+		struct cmsghdr align;
+	} cbuf;
 	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int fds[MAX_FDS];
@@ -123,18 +127,7 @@ static void send_stream(int sock, const uint8_t *p, size_t n, unsigned int nfds,
 		fds[i] = events ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : fx.ram_fd;
 		FUZZ_CHECK(fds[i] >= 0);
 	}
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
+	fdpass_attach(&mh, cbuf.buf, fds, nfds);
 	(void)sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	for (unsigned int i = 0; events && i < nfds; i++)
 		close(fds[i]);

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "fuzz.h"
 #include "vu-proto.h"
 
@@ -84,25 +85,17 @@ static void decode_all(const struct vu_msg *msg, unsigned int nq)
 
 static void send_chunk(int sock, const uint8_t *p, size_t n, unsigned int nfds)
 {
-	char cbuf[CMSG_SPACE(sizeof(int) * MAX_SENT_FDS)];
+	union {
+		char buf[FDPASS_CONTROL_SIZE(MAX_SENT_FDS)];
+		struct cmsghdr align;
+	} cbuf;
 	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int fds[MAX_SENT_FDS];
 
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(cbuf, 0, sizeof(cbuf));
-		for (unsigned int i = 0; i < nfds; i++)
-			fds[i] = devnull;
-		mh.msg_control = cbuf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
+	for (unsigned int i = 0; i < nfds; i++)
+		fds[i] = devnull;
+	fdpass_attach(&mh, cbuf.buf, fds, nfds);
 	/* Non-blocking: a full socket buffer just ends the stream early. */
 	(void)sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 }

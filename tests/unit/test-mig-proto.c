@@ -28,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "fdpass.h"
 #include "owner-proto.h"
 #include "peer-proto.h"
 
@@ -890,15 +891,7 @@ static void raw_send(int sock, const void *buf, size_t len, const int *fds,
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	assert_true(nfds <= 16);
-	if (nfds) {
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.b;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		ctl.h.cmsg_level = SOL_SOCKET;
-		ctl.h.cmsg_type = SCM_RIGHTS;
-		ctl.h.cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(&ctl.h), fds, nfds * sizeof(int));
-	}
+	fdpass_attach(&mh, ctl.b, fds, nfds);
 	assert_int_equal(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
 }
 

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "vu-proto.h"
+#include "fdpass.h"
 
 #define FUZZ_ITERATIONS 100000u
 #define FUZZ_SEED 0x243f6a8885a308d3ull
@@ -147,25 +148,17 @@ static void stream_pair(int sv[2])
 /* One sendmsg of exactly len bytes (len may be 0 only with fds). */
 static void send_raw(int sock, const void *buf, size_t len, const int *fds, unsigned int nfds)
 {
-	char control[CMSG_SPACE(sizeof(int) * 64)];
+	union {
+		char buf[FDPASS_CONTROL_SIZE(64)];
+		struct cmsghdr align;
+	} control;
 	uint8_t dummy = 0;
 	struct iovec iov = { .iov_base = len ? (void *)buf : &dummy, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
 	assert_true(nfds <= 64);
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(control, 0, sizeof(control));
-		mh.msg_control = control;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
+	fdpass_attach(&mh, control.buf, fds, nfds);
 	n = sendmsg(sock, &mh, MSG_NOSIGNAL);
 	assert_int_equal(n, (ssize_t)len);
 }
