@@ -832,16 +832,30 @@ err:
 	return ret;
 }
 
+/*
+ * Destroys a device object and forgets its handle.  -ENOENT means the
+ * device no longer has it (it was reset), which is as good as destroyed.
+ */
+static int vrdma_destroy_handle(struct vrdma_dev *dev, u16 cmd, u32 handle,
+				struct xarray *handles)
+{
+	int ret = vrdma_handle_cmd(dev, cmd, handle);
+
+	if (ret && ret != -ENOENT)
+		return ret;
+	xa_erase(handles, handle);
+	return 0;
+}
+
 static int vrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct vrdma_dev *dev = to_vdev(ibcq->device);
 	struct vrdma_cq *cq = to_vcq(ibcq);
 	int ret;
 
-	ret = vrdma_handle_cmd(dev, VRDMA_CMD_DESTROY_CQ, cq->handle);
-	if (ret && ret != -ENOENT)
+	ret = vrdma_destroy_handle(dev, VRDMA_CMD_DESTROY_CQ, cq->handle, &dev->cqs);
+	if (ret)
 		return ret;
-	xa_erase(&dev->cqs, cq->handle);
 	vrdma_ring_put(cq->ring);
 	cq->ring = NULL;
 	return 0;
@@ -1136,10 +1150,9 @@ static int vrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct vrdma_qp *qp = to_vqp(ibqp);
 	int ret;
 
-	ret = vrdma_handle_cmd(dev, VRDMA_CMD_DESTROY_QP, qp->handle);
-	if (ret && ret != -ENOENT)
+	ret = vrdma_destroy_handle(dev, VRDMA_CMD_DESTROY_QP, qp->handle, &dev->qps);
+	if (ret)
 		return ret;
-	xa_erase(&dev->qps, qp->handle);
 	vrdma_ring_put(qp->sq);
 	vrdma_ring_put(qp->rq);
 	qp->sq = qp->rq = NULL;
