@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * vhost-churn SOCKET CLIENTS ROUNDS: front ends that come and go, for the
- * soak of a long-running vrdma-vhost (blk).
+ * vhost-churn SOCKET CLIENTS ROUNDS [FIRST_ROUND]: front ends that come and
+ * go, for the soak of a long-running vrdma-vhost (blk).
  *
  * Each round connects CLIENTS front ends at once (every one with its own
  * guest RAM memfd, ring, eventfds and, where offered, inflight area), writes
  * a 4 KiB block through each at its own sector, reads it back and checks
- * it, then drops them all: half closed cleanly after stopping the ring
+ * it (the block is tagged with the round number, counted from FIRST_ROUND,
+ * so a write that is lost shows even when the same sector was written in
+ * an earlier round), then drops them all: half closed cleanly after stopping the ring
  * (GET_VRING_BASE), half just closed, as a killed QEMU leaves them.  Prints
  * one line per round; exit 0 when every request came back right, 1 if one
  * did not, 2 on bad usage.  The caller watches the daemon's memory and fds
@@ -98,14 +100,16 @@ static int client_io(struct client *cl, unsigned round, unsigned idx)
 int main(int argc, char **argv)
 {
 	struct client *clients;
-	unsigned n, rounds;
+	unsigned n, rounds, first = 0;
 	int bad = 0;
 
-	if (argc != 4 || (n = (unsigned)atoi(argv[2])) == 0 || n > 1000 ||
+	if ((argc != 4 && argc != 5) || (n = (unsigned)atoi(argv[2])) == 0 || n > 1000 ||
 	    (rounds = (unsigned)atoi(argv[3])) == 0) {
-		fprintf(stderr, "usage: vhost-churn SOCKET CLIENTS(1..1000) ROUNDS\n");
+		fprintf(stderr, "usage: vhost-churn SOCKET CLIENTS(1..1000) ROUNDS [FIRST_ROUND]\n");
 		return 2;
 	}
+	if (argc == 5)
+		first = (unsigned)atoi(argv[4]);
 	clients = calloc(n, sizeof(*clients));
 	if (!clients)
 		return 1;
@@ -114,7 +118,7 @@ int main(int argc, char **argv)
 			int ret = client_open(&clients[i], argv[1]);
 
 			if (!ret)
-				ret = client_io(&clients[i], r, i);
+				ret = client_io(&clients[i], first + r, i);
 			if (ret) {
 				fprintf(stderr, "vhost-churn: round %u client %u: %s\n", r, i,
 					strerror(-ret));
@@ -124,7 +128,7 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < n; i++)
 			if (clients[i].c)
 				client_close(&clients[i], i & 1);
-		printf("round %u: %u front ends served%s\n", r, n, bad ? " (FAILED)" : "");
+		printf("round %u: %u front ends served%s\n", first + r, n, bad ? " (FAILED)" : "");
 		fflush(stdout);
 	}
 	free(clients);
