@@ -80,6 +80,14 @@ static int recv_msg(struct dest *d, struct peer_msg *m)
 			return fail(d, MIG_FAIL_CANCELLED, -ECANCELED);
 		if (monotonic_ns() > deadline)
 			return fail(d, MIG_FAIL_PEER, -ETIMEDOUT);
+		/*
+		 * A destination owner that died (a killed QEMU) cannot take the
+		 * guest: fail now, so that the source resumes now, not after
+		 * the last round.
+		 */
+		r = d->owner ? owner_session_check_idle(d->owner) : 0;
+		if (r < 0)
+			return fail(d, MIG_FAIL_OWNER, r);
 		xport_wait(d->conn, 100);
 	}
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -209,6 +210,16 @@ int owner_session_finish(struct owner_session *s, enum owner_msg_type type,
 	struct owner_msg m = { .type = type, .u.error = error < 0 ? -error : error };
 
 	return owner_send(s->sock, &m, -1);
+}
+
+int owner_session_check_idle(struct owner_session *s)
+{
+	struct pollfd p = { .fd = s->sock, .events = POLLIN | POLLRDHUP };
+	int n = poll(&p, 1, 0);
+
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	return n == 0 ? 0 : -EPIPE;
 }
 
 void owner_session_close(struct owner_session *s)

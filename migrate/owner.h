@@ -41,6 +41,11 @@ int owner_session_stop(struct owner_session *s, int timeout_ms);
 /* COMPLETED, RESUME{error} or ABORT{error}: the last word to the owner. */
 int owner_session_finish(struct owner_session *s, enum owner_msg_type type,
 			 int error);
+/*
+ * Between our requests an owner says nothing: anything readable (end of
+ * file included) means it died or broke the protocol.  0, or -EPIPE.
+ */
+int owner_session_check_idle(struct owner_session *s);
 void owner_session_close(struct owner_session *s);
 
 #endif
