@@ -88,13 +88,7 @@ static int receive_block(struct owner_session *s, unsigned index, int timeout_ms
 			return -EPROTO;
 	b->info = m.u.block;
 	b->npages = m.u.block.size / m.u.block.page_size;
-	/*
-	 * The destination prefaults its RAM now: otherwise pages the source
-	 * never sends (zero pages) fault in while the final hashes are taken,
-	 * inside the guest's downtime.
-	 */
-	r = map_checked(fd, b->info.offset, b->info.size, prot,
-			s->role == OWNER_ROLE_DEST ? MAP_POPULATE : 0, &b->addr);
+	r = map_checked(fd, b->info.offset, b->info.size, prot, 0, &b->addr);
 	if (r < 0)
 		return r;
 	s->ram_bytes += b->info.size;
