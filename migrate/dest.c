@@ -260,6 +260,15 @@ static int finish(struct dest *d)
 		return r;
 	if (m.type != PEER_MSG_COMMIT)
 		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+	/*
+	 * Once the owner hears COMPLETED it may load device state and run the
+	 * guest: the source loses write access to this RAM first (a late or
+	 * hostile WRITE then fails instead of changing a running guest).
+	 */
+	for (unsigned bi = 0; bi < OWNER_MAX_BLOCKS; bi++) {
+		xport_mr_dereg(d->mrs[bi]);
+		d->mrs[bi] = NULL;
+	}
 	/* From here the guest is ours: tell the owner before acknowledging. */
 	r = owner_session_finish(d->owner, OWNER_MSG_COMPLETED, 0);
 	if (r < 0)
