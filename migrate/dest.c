@@ -153,6 +153,15 @@ static void prefault(struct dest *d)
 			MADV_POPULATE_WRITE);
 }
 
+/* Revokes the source's access to our RAM (a no-op for regions never offered). */
+static void drop_regions(struct dest *d)
+{
+	for (unsigned bi = 0; bi < OWNER_MAX_BLOCKS; bi++) {
+		xport_mr_dereg(d->mrs[bi]);
+		d->mrs[bi] = NULL;
+	}
+}
+
 static int offer_regions(struct dest *d)
 {
 	for (unsigned bi = 0; bi < d->owner->nblocks; bi++) {
@@ -265,10 +274,7 @@ static int finish(struct dest *d)
 	 * guest: the source loses write access to this RAM first (a late or
 	 * hostile WRITE then fails instead of changing a running guest).
 	 */
-	for (unsigned bi = 0; bi < OWNER_MAX_BLOCKS; bi++) {
-		xport_mr_dereg(d->mrs[bi]);
-		d->mrs[bi] = NULL;
-	}
+	drop_regions(d);
 	/* From here the guest is ours: tell the owner before acknowledging. */
 	r = owner_session_finish(d->owner, OWNER_MSG_COMPLETED, 0);
 	if (r < 0)
@@ -322,8 +328,7 @@ int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 		ret_stats->status = "failed";
 		emit(&d, MIG_EV_FAILED);
 	}
-	for (unsigned bi = 0; bi < OWNER_MAX_BLOCKS; bi++)
-		xport_mr_dereg(d.mrs[bi]);
+	drop_regions(&d);
 	xport_conn_close(d.conn);
 	xport_listener_close(d.listener);
 	owner_session_close(d.owner);
