@@ -365,6 +365,86 @@ int rdma_check_modify_qp(const struct rdma_request *rq, const struct rdma_limits
 	return VRDMA_OK;
 }
 
+/* ---- connection management ---- */
+
+/* A peer's address: unicast IPv4 (not 0.0.0.0, multicast or broadcast). */
+static bool unicast_ipv4(const uint8_t ip[4])
+{
+	uint32_t a = (uint32_t)ip[0] << 24 | (uint32_t)ip[1] << 16 | (uint32_t)ip[2] << 8 | ip[3];
+
+	return a != 0 && a != 0xffffffffu && (ip[0] & 0xf0) != 0xe0;
+}
+
+int rdma_check_cm_connect(const struct rdma_request *rq, const struct rdma_limits *lim,
+			  struct vrdma_cm_connect_req *ret)
+{
+	struct vrdma_cm_connect_req c;
+	int r = take_exact(rq, &c, sizeof(c));
+
+	if (r)
+		return r;
+	if (!c.qp)
+		return VRDMA_ENOENT;
+	if (!all_zero(c.reserved, sizeof(c.reserved)) || !c.dst_port ||
+	    !unicast_ipv4(c.dst_ip) || c.pdata_len > sizeof(c.pdata))
+		return VRDMA_EINVAL;
+	if (c.ord > lim->max_rd_atom || c.ird > lim->max_rd_atom)
+		return VRDMA_E2BIG;
+	*ret = c;
+	return VRDMA_OK;
+}
+
+int rdma_check_cm_listen(const struct rdma_request *rq, struct vrdma_cm_listen_req *ret)
+{
+	struct vrdma_cm_listen_req l;
+	int r = take_exact(rq, &l, sizeof(l));
+
+	if (r)
+		return r;
+	if (!l.port || !l.backlog || l.backlog > VRDMA_CM_MAX_BACKLOG)
+		return VRDMA_EINVAL;
+	*ret = l;
+	return VRDMA_OK;
+}
+
+int rdma_check_cm_accept(const struct rdma_request *rq, const struct rdma_limits *lim,
+			 struct vrdma_cm_accept_req *ret)
+{
+	struct vrdma_cm_accept_req a;
+	int r = take_exact(rq, &a, sizeof(a));
+
+	if (r)
+		return r;
+	if (!a.conn || !a.qp)
+		return VRDMA_ENOENT;
+	if (!all_zero(a.reserved, sizeof(a.reserved)) || a.pdata_len > sizeof(a.pdata))
+		return VRDMA_EINVAL;
+	if (a.ord > lim->max_rd_atom || a.ird > lim->max_rd_atom)
+		return VRDMA_E2BIG;
+	*ret = a;
+	return VRDMA_OK;
+}
+
+int rdma_check_cm_reject(const struct rdma_request *rq, struct vrdma_cm_reject_req *ret)
+{
+	struct vrdma_cm_reject_req j;
+	int r = take_exact(rq, &j, sizeof(j));
+
+	if (r)
+		return r;
+	if (!j.conn)
+		return VRDMA_ENOENT;
+	if (!all_zero(j.reserved, sizeof(j.reserved)) || j.pdata_len > sizeof(j.pdata))
+		return VRDMA_EINVAL;
+	*ret = j;
+	return VRDMA_OK;
+}
+
+int rdma_check_empty(const struct rdma_request *rq)
+{
+	return rq->len ? VRDMA_EINVAL : VRDMA_OK;
+}
+
 /* ---- work-queue entries ---- */
 
 static bool sges_fit(uint32_t num_sge, uint32_t base, const struct rdma_wq_caps *caps)

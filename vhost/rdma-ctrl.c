@@ -22,6 +22,7 @@ union rdma_resp {
 	struct vrdma_create_cq_resp cq;
 	struct vrdma_create_qp_resp qp;
 	struct vrdma_qp_attr qp_attr;
+	struct vrdma_cm_event cm_event;
 };
 
 typedef int (*rdma_cmd_fn)(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp);
@@ -457,6 +458,7 @@ static int cmd_create_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 
 static void qp_destroy(struct rdma_dev *d, struct rdma_qp *qp)
 {
+	rdma_cm_qp_gone(d, qp);
 	g_hash_table_remove(d->qp_by_qpn, GUINT_TO_POINTER(qp->qpn));
 	rdma_table_del(&d->qps, qp->handle);
 	qp->pd->users--;
@@ -528,17 +530,29 @@ static int cmd_modify_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 	if (!qp)
 		return VRDMA_ENOENT;
 	attr_to_host(&m.attr, &attr);
-	r = ibv_modify_qp(qp->qp, &attr, (int)m.attr_mask);
+	/* The device has one port and one P_Key: a move to INIT that leaves
+	 * them out (as rdma_cm's iWARP-style INIT does) gets them. */
+	if ((m.attr_mask & VRDMA_QP_STATE) && m.attr.qp_state == VRDMA_QPS_INIT &&
+	    qp->state == VRDMA_QPS_RESET)
+		m.attr_mask |= VRDMA_QP_PKEY_INDEX | VRDMA_QP_PORT;
+	r = rdma_qp_modify(d, qp, &attr, (int)m.attr_mask);
+	return r ? host_status(r) : VRDMA_OK;
+}
+
+int rdma_qp_modify(struct rdma_dev *d, struct rdma_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	int r = ibv_modify_qp(qp->qp, attr, mask);
+
 	if (r)
-		return host_status(r);
-	if (m.attr_mask & VRDMA_QP_STATE) {
-		qp->state = m.attr.qp_state;
+		return r;
+	if (mask & IBV_QP_STATE) {
+		qp->state = attr->qp_state;
 		if (qp->state == VRDMA_QPS_RESET)
 			rdma_qp_rings_reset(d, qp);
 	}
 	rdma_rq_fill(d, qp);
 	rdma_sq_take(d, qp);
-	return VRDMA_OK;
+	return 0;
 }
 
 static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
@@ -583,6 +597,48 @@ static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_
 	return VRDMA_OK;
 }
 
+/* ---- connection management: rdma-cm.c ---- */
+
+static int cmd_cm_connect(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	return d->cm_chan ? rdma_cm_cmd_connect(d, rq, &resp->handle) : VRDMA_EOPNOTSUPP;
+}
+
+static int cmd_cm_listen(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	return d->cm_chan ? rdma_cm_cmd_listen(d, rq, &resp->handle) : VRDMA_EOPNOTSUPP;
+}
+
+static int cmd_cm_accept(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	(void)resp;
+	return d->cm_chan ? rdma_cm_cmd_accept(d, rq) : VRDMA_EOPNOTSUPP;
+}
+
+static int cmd_cm_reject(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	(void)resp;
+	return d->cm_chan ? rdma_cm_cmd_reject(d, rq) : VRDMA_EOPNOTSUPP;
+}
+
+static int cmd_cm_disconnect(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	(void)resp;
+	return d->cm_chan ? rdma_cm_cmd_disconnect(d, rq) : VRDMA_EOPNOTSUPP;
+}
+
+static int cmd_cm_destroy_listen(struct rdma_dev *d, struct rdma_request *rq,
+				 union rdma_resp *resp)
+{
+	(void)resp;
+	return d->cm_chan ? rdma_cm_cmd_destroy_listen(d, rq) : VRDMA_EOPNOTSUPP;
+}
+
+static int cmd_cm_get_event(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	return d->cm_chan ? rdma_cm_cmd_get_event(d, rq, &resp->cm_event) : VRDMA_EOPNOTSUPP;
+}
+
 /* ---- dispatch ---- */
 
 static const struct {
@@ -602,6 +658,13 @@ static const struct {
 	[VRDMA_CMD_MODIFY_QP] = { cmd_modify_qp, 0 },
 	[VRDMA_CMD_QUERY_QP] = { cmd_query_qp, sizeof(struct vrdma_qp_attr) },
 	[VRDMA_CMD_DESTROY_QP] = { cmd_destroy_qp, 0 },
+	[VRDMA_CMD_CM_CONNECT] = { cmd_cm_connect, sizeof(struct vrdma_handle) },
+	[VRDMA_CMD_CM_LISTEN] = { cmd_cm_listen, sizeof(struct vrdma_handle) },
+	[VRDMA_CMD_CM_ACCEPT] = { cmd_cm_accept, 0 },
+	[VRDMA_CMD_CM_REJECT] = { cmd_cm_reject, 0 },
+	[VRDMA_CMD_CM_DISCONNECT] = { cmd_cm_disconnect, 0 },
+	[VRDMA_CMD_CM_DESTROY_LISTEN] = { cmd_cm_destroy_listen, 0 },
+	[VRDMA_CMD_CM_GET_EVENT] = { cmd_cm_get_event, sizeof(struct vrdma_cm_event) },
 };
 
 /* Runs one element; returns the bytes written into its response part. */
@@ -651,6 +714,7 @@ void rdma_destroy_all(struct rdma_dev *d)
 {
 	void *o;
 
+	rdma_cm_destroy_all(d);
 	while ((o = rdma_table_any(&d->qps)))
 		qp_destroy(d, o);
 	while ((o = rdma_table_any(&d->cqs)))

@@ -73,6 +73,14 @@ int rdma_check_handle(const struct rdma_request *rq, uint32_t *ret);
 int rdma_check_gid(const struct rdma_request *rq, const struct rdma_limits *lim,
 		   uint16_t *ret_index);
 int rdma_check_port(const struct rdma_request *rq);
+int rdma_check_cm_connect(const struct rdma_request *rq, const struct rdma_limits *lim,
+			  struct vrdma_cm_connect_req *ret);
+int rdma_check_cm_listen(const struct rdma_request *rq, struct vrdma_cm_listen_req *ret);
+int rdma_check_cm_accept(const struct rdma_request *rq, const struct rdma_limits *lim,
+			 struct vrdma_cm_accept_req *ret);
+int rdma_check_cm_reject(const struct rdma_request *rq, struct vrdma_cm_reject_req *ret);
+/* A request with no payload at all. */
+int rdma_check_empty(const struct rdma_request *rq);
 /* Bytes of a ring of 1 << log2_slots slots of 1 << slot_log2 bytes. */
 uint64_t rdma_ring_bytes(uint32_t log2_slots, uint32_t slot_log2);
 
@@ -223,8 +231,11 @@ struct rdma_wq {
 	uint8_t *shadow;   /* (mask + 1) * shadow_size */
 };
 
+struct rdma_cm_conn;
+
 struct rdma_qp {
 	struct rdma_dev *dev; /* its connection, for host events */
+	struct rdma_cm_conn *conn; /* the CM connection it is in, if any */
 	uint32_t handle;
 	uint32_t qpn;
 	struct ibv_qp *qp;
@@ -268,7 +279,16 @@ struct rdma_dev {
 	/* --rdma-poll-us: CQs of the QPs rung in this kick, polled next. */
 	struct rdma_cq *hot[RDMA_HOT_CQS];
 	unsigned int nhot;
+	/* Connection management (rdma-cm.c); no channel: no VRDMA_F_CM. */
+	struct rdma_event_channel *cm_chan;
+	struct rdma_table cm_conns, cm_listens;
+	GHashTable *cm_listen_ids; /* the listens' rdma_cm_ids */
+	GQueue cm_events;          /* vrdma_cm_event for CM_GET_EVENT */
 };
+
+/* Connections and listens per guest device: requests beyond are refused. */
+#define RDMA_CM_MAX_CONNS 256u
+#define RDMA_CM_MAX_LISTENS 32u
 
 #define RDMA_MAX_PENDING_EVENTS 1024u
 
@@ -277,6 +297,26 @@ void rdma_ctrl_kick(struct rdma_dev *d, struct vu_vq *vq);
 void rdma_destroy_all(struct rdma_dev *d);
 /* Deregisters and unmaps; the handle stays until the guest frees it. */
 void rdma_mr_release(struct rdma_dev *d, struct rdma_mr *mr);
+
+/* Moves a QP as the guest or the connection manager asks, and keeps the
+ * rings in step; 0 or the host's errno. */
+int rdma_qp_modify(struct rdma_dev *d, struct rdma_qp *qp, struct ibv_qp_attr *attr, int mask);
+
+/* rdma-cm.c */
+int rdma_cm_init(struct rdma_dev *d);
+void rdma_cm_ready(struct vu_dev *vu, int fd, void *data);
+int rdma_cm_cmd_connect(struct rdma_dev *d, struct rdma_request *rq, struct vrdma_handle *resp);
+int rdma_cm_cmd_listen(struct rdma_dev *d, struct rdma_request *rq, struct vrdma_handle *resp);
+int rdma_cm_cmd_accept(struct rdma_dev *d, struct rdma_request *rq);
+int rdma_cm_cmd_reject(struct rdma_dev *d, struct rdma_request *rq);
+int rdma_cm_cmd_disconnect(struct rdma_dev *d, struct rdma_request *rq);
+int rdma_cm_cmd_destroy_listen(struct rdma_dev *d, struct rdma_request *rq);
+int rdma_cm_cmd_get_event(struct rdma_dev *d, struct rdma_request *rq,
+			  struct vrdma_cm_event *resp);
+/* The QP is being destroyed: its connection goes on without it. */
+void rdma_cm_qp_gone(struct rdma_dev *d, struct rdma_qp *qp);
+void rdma_cm_destroy_all(struct rdma_dev *d);
+void rdma_cm_fini(struct rdma_dev *d);
 
 /* rdma-data.c */
 int rdma_ring_init(struct rdma_dev *d, struct rdma_ring *ring, const uint64_t *pages,

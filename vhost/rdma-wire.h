@@ -19,6 +19,7 @@
 
 /* Device feature bits (device-specific range). */
 #define VRDMA_F_ATOMIC 0 /* RC atomics: CMP_AND_SWP, FETCH_AND_ADD */
+#define VRDMA_F_CM 1     /* connection management: the CM_* commands */
 
 /* Virtqueues: a fixed three, whatever the number of QPs. */
 enum vrdma_vq {
@@ -62,7 +63,15 @@ enum vrdma_cmd {
 	VRDMA_CMD_MODIFY_QP = 11,
 	VRDMA_CMD_QUERY_QP = 12,
 	VRDMA_CMD_DESTROY_QP = 13,
-	VRDMA_CMD_MAX = VRDMA_CMD_DESTROY_QP,
+	/* Connection management (VRDMA_F_CM), spec section 14. */
+	VRDMA_CMD_CM_CONNECT = 14,
+	VRDMA_CMD_CM_LISTEN = 15,
+	VRDMA_CMD_CM_ACCEPT = 16,
+	VRDMA_CMD_CM_REJECT = 17,
+	VRDMA_CMD_CM_DISCONNECT = 18,
+	VRDMA_CMD_CM_DESTROY_LISTEN = 19,
+	VRDMA_CMD_CM_GET_EVENT = 20,
+	VRDMA_CMD_MAX = VRDMA_CMD_CM_GET_EVENT,
 };
 
 /* Every request starts with this, every response with vrdma_resp_hdr. */
@@ -86,6 +95,9 @@ enum vrdma_status {
 	VRDMA_EINVAL = 22,     /* malformed request */
 	VRDMA_ENOSPC = 28,     /* a tenant quota is exhausted */
 	VRDMA_EOPNOTSUPP = 95, /* a valid request the device does not support */
+	VRDMA_EADDRINUSE = 98, /* CM_LISTEN: the port is taken */
+	VRDMA_EADDRNOTAVAIL = 99, /* CM_LISTEN: not the function's address */
+	VRDMA_ENETUNREACH = 101, /* the function has no IPv4 address */
 };
 
 struct vrdma_resp_hdr {
@@ -319,6 +331,93 @@ static_assert(sizeof(struct vrdma_modify_qp_req) == 80, "modify qp");
 
 /* QUERY_QP: request vrdma_handle; response vrdma_qp_attr. */
 
+/* ---- connection management (VRDMA_F_CM) ----
+ *
+ * The device runs the RDMA connection manager on the host for its QPs:
+ * IPv4 addresses and ports, as rdma_cm's TCP port space.  Its own address
+ * is always the function's (the IPv4 address of its RoCE v2 GID); the
+ * guest names only the peer.  Addresses are in network byte order. */
+
+#define VRDMA_CM_CONNECT_PDATA 56  /* what rdma_cm carries in a REQ */
+#define VRDMA_CM_ACCEPT_PDATA 196  /* ... in a REP */
+#define VRDMA_CM_REJECT_PDATA 148  /* ... in a REJ */
+#define VRDMA_CM_MAX_BACKLOG 128u
+
+/* CM_CONNECT: an RC QP in INIT to a peer; response vrdma_handle (conn). */
+struct vrdma_cm_connect_req {
+	uint32_t qp;
+	uint8_t dst_ip[4];
+	uint16_t dst_port; /* nonzero */
+	uint8_t ord;       /* RDMA READs this side may have outstanding */
+	uint8_t ird;       /* ... the peer may */
+	uint8_t pdata_len;
+	uint8_t reserved[3];
+	uint8_t pdata[VRDMA_CM_CONNECT_PDATA];
+};
+static_assert(sizeof(struct vrdma_cm_connect_req) == 72, "cm connect");
+
+/* CM_LISTEN: response vrdma_handle (listen). */
+struct vrdma_cm_listen_req {
+	uint8_t ip[4];    /* 0.0.0.0 or the function's address */
+	uint16_t port;    /* nonzero */
+	uint16_t backlog; /* 1 .. VRDMA_CM_MAX_BACKLOG */
+};
+static_assert(sizeof(struct vrdma_cm_listen_req) == 8, "cm listen");
+
+/* CM_ACCEPT: a requested connection onto an RC QP in INIT. */
+struct vrdma_cm_accept_req {
+	uint32_t conn;
+	uint32_t qp;
+	uint8_t ord;
+	uint8_t ird;
+	uint8_t pdata_len;
+	uint8_t reserved[5];
+	uint8_t pdata[VRDMA_CM_ACCEPT_PDATA];
+};
+static_assert(sizeof(struct vrdma_cm_accept_req) == 212, "cm accept");
+
+/* CM_REJECT: a requested connection; the handle is free afterwards. */
+struct vrdma_cm_reject_req {
+	uint32_t conn;
+	uint8_t pdata_len;
+	uint8_t reserved[3];
+	uint8_t pdata[VRDMA_CM_REJECT_PDATA];
+};
+static_assert(sizeof(struct vrdma_cm_reject_req) == 156, "cm reject");
+
+/* CM_DISCONNECT and CM_DESTROY_LISTEN: request vrdma_handle. */
+
+enum vrdma_cm_event_type {
+	/* conn: a peer asks listen for a connection; answer with
+	 * CM_ACCEPT or CM_REJECT. */
+	VRDMA_CM_EV_CONNECT_REQUEST = 1,
+	/* conn: the outcome of CM_CONNECT; status 0 means established, any
+	 * other status frees the handle. */
+	VRDMA_CM_EV_CONNECT_REPLY = 2,
+	/* conn: a connection is closed (either side); the QP is in ERR and
+	 * the handle is free. */
+	VRDMA_CM_EV_CLOSED = 3,
+};
+
+/* CM_GET_EVENT: no request payload; the oldest event, or VRDMA_ENOENT. */
+struct vrdma_cm_event {
+	uint16_t type;
+	uint16_t reserved;
+	uint32_t status; /* 0 or a vrdma_status-style errno (111 refused, 110 timed out) */
+	uint32_t conn;
+	uint32_t listen;
+	uint8_t local_ip[4];
+	uint8_t remote_ip[4];
+	uint16_t local_port;
+	uint16_t remote_port;
+	uint8_t ird;
+	uint8_t ord;
+	uint8_t pdata_len;
+	uint8_t reserved2;
+	uint8_t pdata[VRDMA_CM_ACCEPT_PDATA];
+};
+static_assert(sizeof(struct vrdma_cm_event) == 228, "cm event");
+
 /* ---- doorbell virtqueue: device-readable arrays of records ---- */
 
 enum vrdma_doorbell_type {
@@ -349,6 +448,8 @@ enum vrdma_event_type {
 	/* The driver must treat every object as lost and reset the device:
 	 * after a migration or a restarted back end, or events were lost. */
 	VRDMA_EV_DEVICE_FATAL = 6,
+	/* Connection-management events wait: fetch them with CM_GET_EVENT. */
+	VRDMA_EV_CM = 7,
 };
 
 enum vrdma_qp_fatal_reason {

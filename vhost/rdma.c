@@ -13,6 +13,8 @@
 
 #include "device.h"
 #include "prom.h"
+#include <rdma/rdma_cma.h>
+
 #include "rdma-internal.h"
 #include "util.h"
 
@@ -292,6 +294,8 @@ static void rdma_attach(void *opaque, struct vu_dev *dev)
 	d->vu = dev;
 	vu_dev_add_watch(dev, d->chan->fd, rdma_comp_ready, d);
 	vu_dev_add_watch(dev, d->poll_timer, rdma_timer_fired, d);
+	if (d->cm_chan)
+		vu_dev_add_watch(dev, d->cm_chan->fd, rdma_cm_ready, d);
 }
 
 static void rdma_instance_free(void *instance)
@@ -301,6 +305,7 @@ static void rdma_instance_free(void *instance)
 	if (!d)
 		return;
 	rdma_reset(d);
+	rdma_cm_fini(d);
 	d->sh->devs = g_list_remove(d->sh->devs, d);
 	rdma_table_free(&d->pds);
 	rdma_table_free(&d->mrs);
@@ -308,6 +313,7 @@ static void rdma_instance_free(void *instance)
 	rdma_table_free(&d->qps);
 	g_hash_table_destroy(d->qp_by_qpn);
 	g_hash_table_destroy(d->mr_by_lkey);
+	g_hash_table_destroy(d->cm_listen_ids);
 	if (d->chan)
 		ibv_destroy_comp_channel(d->chan);
 	if (d->poll_timer >= 0)
@@ -325,7 +331,9 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 	sh->devs = g_list_prepend(sh->devs, d);
 	d->qp_by_qpn = g_hash_table_new(NULL, NULL);
 	d->mr_by_lkey = g_hash_table_new(NULL, NULL);
+	d->cm_listen_ids = g_hash_table_new(NULL, NULL);
 	g_queue_init(&d->events);
+	g_queue_init(&d->cm_events);
 	d->poll_timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	d->chan = ibv_create_comp_channel(sh->ctx);
 	fl = d->chan ? fcntl(d->chan->fd, F_GETFL) : -1;
@@ -335,10 +343,15 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 		rdma_instance_free(d);
 		return r ? r : -ENOMEM;
 	}
+	/* Without the host's rdma_cm (no rdma_ucm), the device offers no
+	 * connection management; verbs work as before. */
+	if (rdma_cm_init(d))
+		d->cm_chan = NULL;
 	*ret_ops = (struct vu_device_ops){
 		.name = "rdma",
 		.max_queues = VRDMA_NUM_VQS,
-		.features = sh->lim.atomics ? 1ull << VRDMA_F_ATOMIC : 0,
+		.features = (sh->lim.atomics ? 1ull << VRDMA_F_ATOMIC : 0) |
+			    (d->cm_chan ? 1ull << VRDMA_F_CM : 0),
 		.config_space = true,
 		.populate_memory = sh->prefault,
 		.get_config = rdma_get_config,

@@ -822,6 +822,145 @@ static void test_modify_qp_states(void **state)
 
 /* ---- send and receive WQEs ---- */
 
+/* ---- connection management ---- */
+
+static struct vrdma_cm_connect_req cc_base(void)
+{
+	return (struct vrdma_cm_connect_req){
+		.qp = 0x100007, .dst_ip = { 192, 0, 2, 2 }, .dst_port = 18530,
+		.ord = 16, .ird = 16, .pdata_len = VRDMA_CM_CONNECT_PDATA,
+	};
+}
+
+static int cc_status_len(const struct vrdma_cm_connect_req *c, size_t len)
+{
+	uint8_t raw[sizeof(*c) + 1] = { 0 };
+	struct vrdma_cm_connect_req out;
+	struct req r;
+	int s;
+
+	memcpy(raw, c, sizeof(*c));
+	req_build(&r, VRDMA_CMD_CM_CONNECT, raw, len, NULL, 0, 0, true);
+	s = rdma_check_cm_connect(&r.rq, &lim0, &out);
+	if (s == VRDMA_OK)
+		assert_memory_equal(&out, c, sizeof(*c));
+	req_free(&r);
+	return s;
+}
+
+#define CC(stmt)                                                   \
+	({                                                         \
+		struct vrdma_cm_connect_req c_ = cc_base();        \
+		stmt;                                              \
+		cc_status_len(&c_, sizeof(c_));                    \
+	})
+
+static void test_cm_connect(void **state)
+{
+	struct vrdma_cm_connect_req c = cc_base();
+
+	(void)state;
+	assert_int_equal(cc_status_len(&c, sizeof(c)), VRDMA_OK);
+	assert_int_equal(cc_status_len(&c, sizeof(c) - 1), VRDMA_EINVAL);
+	assert_int_equal(cc_status_len(&c, sizeof(c) + 1), VRDMA_EINVAL);
+	assert_int_equal(CC(c_.qp = 0), VRDMA_ENOENT);
+	assert_int_equal(CC(c_.dst_port = 0), VRDMA_EINVAL);
+	assert_int_equal(CC(c_.pdata_len = VRDMA_CM_CONNECT_PDATA + 1), VRDMA_EINVAL);
+	assert_int_equal(CC(c_.reserved[2] = 1), VRDMA_EINVAL);
+	assert_int_equal(CC(c_.ord = 17), VRDMA_E2BIG);
+	assert_int_equal(CC(c_.ird = 17), VRDMA_E2BIG);
+	/* The peer is one unicast IPv4 host. */
+	assert_int_equal(CC(memset(c_.dst_ip, 0, 4)), VRDMA_EINVAL);
+	assert_int_equal(CC(memset(c_.dst_ip, 0xff, 4)), VRDMA_EINVAL);
+	assert_int_equal(CC(c_.dst_ip[0] = 224), VRDMA_EINVAL);
+	assert_int_equal(CC(c_.dst_ip[0] = 239), VRDMA_EINVAL);
+	assert_int_equal(CC(c_.dst_ip[0] = 223), VRDMA_OK);
+	assert_int_equal(CC(c_.pdata_len = 0), VRDMA_OK);
+}
+
+static void test_cm_listen_accept_reject(void **state)
+{
+	struct vrdma_cm_listen_req l = { .ip = { 192, 0, 2, 1 }, .port = 1, .backlog = 128 };
+	struct vrdma_cm_accept_req a = { .conn = 3, .qp = 4, .ord = 16, .ird = 16,
+					 .pdata_len = VRDMA_CM_ACCEPT_PDATA };
+	struct vrdma_cm_reject_req j = { .conn = 3, .pdata_len = VRDMA_CM_REJECT_PDATA };
+	struct vrdma_cm_listen_req lo;
+	struct vrdma_cm_accept_req ao;
+	struct vrdma_cm_reject_req jo;
+	struct req r;
+
+	(void)state;
+#define LISTEN_STATUS(expect)                                                         \
+	do {                                                                          \
+		req_build(&r, VRDMA_CMD_CM_LISTEN, &l, sizeof(l), NULL, 0, 0, true);  \
+		assert_int_equal(rdma_check_cm_listen(&r.rq, &lo), (expect));         \
+		req_free(&r);                                                         \
+	} while (0)
+	LISTEN_STATUS(VRDMA_OK);
+	assert_memory_equal(&lo, &l, sizeof(l));
+	l.backlog = 129;
+	LISTEN_STATUS(VRDMA_EINVAL);
+	l.backlog = 0;
+	LISTEN_STATUS(VRDMA_EINVAL);
+	l.backlog = 1;
+	l.port = 0;
+	LISTEN_STATUS(VRDMA_EINVAL);
+	l.port = 65535;
+	memset(l.ip, 0, 4); /* the wildcard: the function's address */
+	LISTEN_STATUS(VRDMA_OK);
+#undef LISTEN_STATUS
+
+#define ACCEPT_STATUS(expect)                                                         \
+	do {                                                                          \
+		req_build(&r, VRDMA_CMD_CM_ACCEPT, &a, sizeof(a), NULL, 0, 0, true);  \
+		assert_int_equal(rdma_check_cm_accept(&r.rq, &lim0, &ao), (expect));  \
+		req_free(&r);                                                         \
+	} while (0)
+	ACCEPT_STATUS(VRDMA_OK);
+	assert_memory_equal(&ao, &a, sizeof(a));
+	a.pdata_len = VRDMA_CM_ACCEPT_PDATA + 1;
+	ACCEPT_STATUS(VRDMA_EINVAL);
+	a.pdata_len = 0;
+	a.reserved[4] = 1;
+	ACCEPT_STATUS(VRDMA_EINVAL);
+	a.reserved[4] = 0;
+	a.ird = 17;
+	ACCEPT_STATUS(VRDMA_E2BIG);
+	a.ird = 0;
+	a.qp = 0;
+	ACCEPT_STATUS(VRDMA_ENOENT);
+	a.qp = 4;
+	a.conn = 0;
+	ACCEPT_STATUS(VRDMA_ENOENT);
+#undef ACCEPT_STATUS
+
+#define REJECT_STATUS(expect)                                                         \
+	do {                                                                          \
+		req_build(&r, VRDMA_CMD_CM_REJECT, &j, sizeof(j), NULL, 0, 0, true);  \
+		assert_int_equal(rdma_check_cm_reject(&r.rq, &jo), (expect));         \
+		req_free(&r);                                                         \
+	} while (0)
+	REJECT_STATUS(VRDMA_OK);
+	assert_memory_equal(&jo, &j, sizeof(j));
+	j.pdata_len = VRDMA_CM_REJECT_PDATA + 1;
+	REJECT_STATUS(VRDMA_EINVAL);
+	j.pdata_len = 0;
+	j.reserved[0] = 1;
+	REJECT_STATUS(VRDMA_EINVAL);
+	j.reserved[0] = 0;
+	j.conn = 0;
+	REJECT_STATUS(VRDMA_ENOENT);
+#undef REJECT_STATUS
+
+	/* CM_GET_EVENT has no payload at all. */
+	req_build(&r, VRDMA_CMD_CM_GET_EVENT, NULL, 0, NULL, 0, 0, false);
+	assert_int_equal(rdma_check_empty(&r.rq), VRDMA_OK);
+	req_free(&r);
+	req_build(&r, VRDMA_CMD_CM_GET_EVENT, NULL, 0, NULL, 0, 1, false);
+	assert_int_equal(rdma_check_empty(&r.rq), VRDMA_EINVAL);
+	req_free(&r);
+}
+
 static uint64_t slot_mem[4096 / 8]; /* 8-byte aligned, as the device's copy */
 #define SLOT ((uint8_t *)slot_mem)
 
@@ -1229,6 +1368,8 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 	case VRDMA_CMD_DESTROY_CQ:
 	case VRDMA_CMD_QUERY_QP:
 	case VRDMA_CMD_DESTROY_QP:
+	case VRDMA_CMD_CM_DISCONNECT:
+	case VRDMA_CMD_CM_DESTROY_LISTEN:
 		if (rdma_check_handle(&rq, &handle) == VRDMA_OK)
 			assert_int_not_equal(handle, 0);
 		break;
@@ -1279,6 +1420,38 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 			break;
 		assert_int_not_equal(m.qp, 0);
 		assert_int_equal(m.attr_mask & ~(uint32_t)VRDMA_QP_ATTR_SUPPORTED, 0);
+		break;
+	}
+	case VRDMA_CMD_CM_CONNECT: {
+		struct vrdma_cm_connect_req c;
+
+		if (rdma_check_cm_connect(&rq, &lim0, &c) != VRDMA_OK)
+			break;
+		assert_true(c.qp && c.dst_port && c.pdata_len <= VRDMA_CM_CONNECT_PDATA);
+		break;
+	}
+	case VRDMA_CMD_CM_ACCEPT: {
+		struct vrdma_cm_accept_req a;
+
+		if (rdma_check_cm_accept(&rq, &lim0, &a) != VRDMA_OK)
+			break;
+		assert_true(a.conn && a.qp && a.pdata_len <= VRDMA_CM_ACCEPT_PDATA);
+		break;
+	}
+	case VRDMA_CMD_CM_REJECT: {
+		struct vrdma_cm_reject_req j;
+
+		if (rdma_check_cm_reject(&rq, &j) != VRDMA_OK)
+			break;
+		assert_true(j.conn && j.pdata_len <= VRDMA_CM_REJECT_PDATA);
+		break;
+	}
+	case VRDMA_CMD_CM_LISTEN: {
+		struct vrdma_cm_listen_req l;
+
+		if (rdma_check_cm_listen(&rq, &l) != VRDMA_OK)
+			break;
+		assert_true(l.port && l.backlog && l.backlog <= VRDMA_CM_MAX_BACKLOG);
 		break;
 	}
 	default:
@@ -1403,6 +1576,8 @@ int main(void)
 		cmocka_unit_test(test_header),
 		cmocka_unit_test(test_handle),
 		cmocka_unit_test(test_port_gid),
+		cmocka_unit_test(test_cm_connect),
+		cmocka_unit_test(test_cm_listen_accept_reject),
 		cmocka_unit_test(test_reg_mr_fields),
 		cmocka_unit_test(test_reg_mr_pages),
 		cmocka_unit_test(test_reg_mr_max),
