@@ -14,6 +14,7 @@
 #define VIRTIO_ID_VRDMA 42
 
 #define VRDMA_F_ATOMIC 0
+#define VRDMA_F_CM 1
 
 enum {
 	VRDMA_VQ_CTRL = 0,
@@ -51,6 +52,76 @@ enum vrdma_cmd_op {
 	VRDMA_CMD_MODIFY_QP = 11,
 	VRDMA_CMD_QUERY_QP = 12,
 	VRDMA_CMD_DESTROY_QP = 13,
+	VRDMA_CMD_CM_CONNECT = 14,
+	VRDMA_CMD_CM_LISTEN = 15,
+	VRDMA_CMD_CM_ACCEPT = 16,
+	VRDMA_CMD_CM_REJECT = 17,
+	VRDMA_CMD_CM_DISCONNECT = 18,
+	VRDMA_CMD_CM_DESTROY_LISTEN = 19,
+	VRDMA_CMD_CM_GET_EVENT = 20,
+};
+
+/* Connection management (VRDMA_F_CM): IPv4 addresses in network order. */
+#define VRDMA_CM_CONNECT_PDATA 56
+#define VRDMA_CM_ACCEPT_PDATA 196
+#define VRDMA_CM_REJECT_PDATA 148
+#define VRDMA_CM_MAX_BACKLOG 128
+
+struct vrdma_cm_connect_req {
+	__le32 qp;
+	__u8 dst_ip[4];
+	__le16 dst_port;
+	__u8 ord;
+	__u8 ird;
+	__u8 pdata_len;
+	__u8 reserved[3];
+	__u8 pdata[VRDMA_CM_CONNECT_PDATA];
+};
+
+struct vrdma_cm_listen_req {
+	__u8 ip[4];
+	__le16 port;
+	__le16 backlog;
+};
+
+struct vrdma_cm_accept_req {
+	__le32 conn;
+	__le32 qp;
+	__u8 ord;
+	__u8 ird;
+	__u8 pdata_len;
+	__u8 reserved[5];
+	__u8 pdata[VRDMA_CM_ACCEPT_PDATA];
+};
+
+struct vrdma_cm_reject_req {
+	__le32 conn;
+	__u8 pdata_len;
+	__u8 reserved[3];
+	__u8 pdata[VRDMA_CM_REJECT_PDATA];
+};
+
+enum {
+	VRDMA_CM_EV_CONNECT_REQUEST = 1,
+	VRDMA_CM_EV_CONNECT_REPLY = 2,
+	VRDMA_CM_EV_CLOSED = 3,
+};
+
+struct vrdma_cm_event {
+	__le16 type;
+	__le16 reserved;
+	__le32 status;
+	__le32 conn;
+	__le32 listen;
+	__u8 local_ip[4];
+	__u8 remote_ip[4];
+	__le16 local_port;
+	__le16 remote_port;
+	__u8 ird;
+	__u8 ord;
+	__u8 pdata_len;
+	__u8 reserved2;
+	__u8 pdata[VRDMA_CM_ACCEPT_PDATA];
 };
 
 struct vrdma_cmd_hdr {
@@ -250,6 +321,7 @@ enum {
 	VRDMA_EV_PORT_ACTIVE = 4,
 	VRDMA_EV_PORT_ERR = 5,
 	VRDMA_EV_DEVICE_FATAL = 6,
+	VRDMA_EV_CM = 7,
 };
 
 struct vrdma_event {
@@ -304,6 +376,12 @@ static inline void vrdma_abi_checks(void)
 	BUILD_BUG_ON(sizeof(struct vrdma_modify_qp_req) != 80);
 	BUILD_BUG_ON(sizeof(struct vrdma_doorbell) != 8);
 	BUILD_BUG_ON(sizeof(struct vrdma_event) != 16);
+	BUILD_BUG_ON(sizeof(struct vrdma_cm_connect_req) != 72);
+	BUILD_BUG_ON(sizeof(struct vrdma_cm_listen_req) != 8);
+	BUILD_BUG_ON(sizeof(struct vrdma_cm_accept_req) != 212);
+	BUILD_BUG_ON(sizeof(struct vrdma_cm_reject_req) != 156);
+	BUILD_BUG_ON(sizeof(struct vrdma_cm_event) != 228);
+	BUILD_BUG_ON(offsetof(struct vrdma_cm_event, pdata) != 32);
 }
 
 #endif

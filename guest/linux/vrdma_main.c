@@ -26,103 +26,7 @@
 #include <rdma/rdma_user_rxe.h>
 #include <uapi/rdma/ib_user_ioctl_verbs.h>
 
-#include "vrdma_abi.h"
-
-#define VRDMA_EVENT_BUFS 16
-#define VRDMA_EVENT_BUF_RECORDS 64
-#define VRDMA_MAX_SEGS 1024
-
-struct vrdma_dev {
-	struct ib_device ib;
-	struct virtio_device *vdev;
-	struct virtqueue *ctrl_vq;
-	struct virtqueue *db_vq;
-	struct virtqueue *ev_vq;
-
-	struct mutex ctrl_lock; /* one control command at a time */
-	wait_queue_head_t ctrl_wait;
-	struct vrdma_cmd_hdr *ctrl_hdr;
-	struct vrdma_resp_hdr *ctrl_rhdr;
-
-	spinlock_t db_lock;
-
-	struct vrdma_event *ev_bufs; /* VRDMA_EVENT_BUFS * RECORDS */
-	struct work_struct ev_work;
-	struct work_struct cfg_work; /* configuration change, process context */
-
-	struct xarray cqs; /* device handle -> vrdma_cq */
-	struct xarray qps; /* device handle -> vrdma_qp */
-
-	struct vrdma_device_attr attr;
-	struct vrdma_port_attr port;
-	u32 generation;
-	bool atomic;
-	bool registered;
-};
-
-struct vrdma_ucontext {
-	struct ib_ucontext ibuc;
-};
-
-struct vrdma_pd {
-	struct ib_pd ibpd;
-	u32 handle;
-};
-
-struct vrdma_mr {
-	struct ib_mr ibmr;
-	struct ib_umem *umem;
-	u32 handle;
-};
-
-/* One ring in guest memory, mapped to user space through an mmap entry. */
-struct vrdma_ring {
-	struct rdma_user_mmap_entry rdma_entry;
-	void *buf; /* vmalloc_user */
-	size_t size; /* page-aligned */
-	u32 npages; /* 4 KiB pages the device sees */
-	bool inserted;
-};
-
-struct vrdma_cq {
-	struct ib_cq ibcq;
-	u32 handle;
-	struct vrdma_ring *ring;
-};
-
-struct vrdma_qp {
-	struct ib_qp ibqp;
-	u32 handle;
-	struct vrdma_ring *sq;
-	struct vrdma_ring *rq;
-	struct ib_qp_cap cap;
-	u8 sq_sig_all;
-};
-
-static inline struct vrdma_dev *to_vdev(struct ib_device *ib)
-{
-	return container_of(ib, struct vrdma_dev, ib);
-}
-
-static inline struct vrdma_pd *to_vpd(struct ib_pd *pd)
-{
-	return container_of(pd, struct vrdma_pd, ibpd);
-}
-
-static inline struct vrdma_mr *to_vmr(struct ib_mr *mr)
-{
-	return container_of(mr, struct vrdma_mr, ibmr);
-}
-
-static inline struct vrdma_cq *to_vcq(struct ib_cq *cq)
-{
-	return container_of(cq, struct vrdma_cq, ibcq);
-}
-
-static inline struct vrdma_qp *to_vqp(struct ib_qp *qp)
-{
-	return container_of(qp, struct vrdma_qp, ibqp);
-}
+#include "vrdma.h"
 
 /* ---------------- control queue ---------------- */
 
@@ -163,8 +67,8 @@ static int vrdma_sg_add(struct scatterlist *sgs, int *n, void *buf, size_t len)
  * list), response = header + resp.  Returns 0, or a negative errno (the
  * device status negated).  req/resp/extra must not be on the stack.
  */
-static int vrdma_cmd(struct vrdma_dev *dev, u16 op, void *req, size_t req_len,
-		     void *extra, size_t extra_len, void *resp, size_t resp_len)
+int vrdma_cmd(struct vrdma_dev *dev, u16 op, void *req, size_t req_len,
+	      void *extra, size_t extra_len, void *resp, size_t resp_len)
 {
 	struct scatterlist *sgs;
 	struct scatterlist **sgp;
@@ -218,7 +122,8 @@ static int vrdma_cmd(struct vrdma_dev *dev, u16 op, void *req, size_t req_len,
 	ret = -(int)le32_to_cpu(dev->ctrl_rhdr->status);
 	if (ret > 0 || ret < -4095)
 		ret = -EIO;
-	if (ret)
+	/* An empty CM event queue is the normal end of a drain. */
+	if (ret && !(op == VRDMA_CMD_CM_GET_EVENT && ret == -ENOENT))
 		dev_info_ratelimited(&dev->vdev->dev, "command %u failed: %d\n",
 				     op, ret);
 out_unlock:
@@ -341,6 +246,9 @@ static void vrdma_handle_event(struct vrdma_dev *dev, struct vrdma_event *ev)
 		ibev.event = type == VRDMA_EV_PORT_ACTIVE ? IB_EVENT_PORT_ACTIVE :
 							    IB_EVENT_PORT_ERR;
 		ib_dispatch_event(&ibev);
+		break;
+	case VRDMA_EV_CM:
+		vrdma_cm_event(dev);
 		break;
 	case VRDMA_EV_DEVICE_FATAL:
 		dev_err(&dev->vdev->dev, "device fatal event\n");
@@ -545,6 +453,8 @@ static int vrdma_query_port(struct ib_device *ib, u32 port,
 	a->max_mtu = le32_to_cpu(p.max_mtu);
 	a->active_mtu = le32_to_cpu(p.active_mtu);
 	a->gid_tbl_len = le32_to_cpu(p.gid_tbl_len);
+	if (dev->cm)
+		a->gid_tbl_len = vrdma_cm_gid_index(dev) + 1;
 	a->port_cap_flags = le32_to_cpu(p.port_cap_flags);
 	a->max_msg_sz = le32_to_cpu(p.max_msg_sz);
 	a->pkey_tbl_len = le16_to_cpu(p.pkey_tbl_len);
@@ -582,6 +492,16 @@ static int vrdma_get_port_immutable(struct ib_device *ib, u32 port,
 	 */
 	im->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
 	im->max_mad_size = 0;
+	if (dev->cm) {
+		/*
+		 * With connection management (vrdma_cm.c) the port takes the
+		 * iWARP CM: rdma_cm then leaves connections to the driver.
+		 * The GID cache is still filled through query_gid, with one
+		 * more entry: the MAC GID iWARP ports are found by.
+		 */
+		im->core_cap_flags = RDMA_CORE_CAP_PROT_IWARP | RDMA_CORE_CAP_IW_CM;
+		im->gid_tbl_len = vrdma_cm_gid_index(dev) + 1;
+	}
 	return 0;
 }
 
@@ -601,6 +521,10 @@ static int vrdma_query_gid(struct ib_device *ib, u32 port, int index,
 	struct vrdma_gid_resp *resp;
 	int ret;
 
+	if (dev->cm && index == vrdma_cm_gid_index(dev)) {
+		vrdma_cm_mac_gid(dev, gid);
+		return 0;
+	}
 	req = kzalloc(sizeof(*req), GFP_KERNEL);
 	resp = kzalloc(sizeof(*resp), GFP_KERNEL);
 	if (!req || !resp) {
@@ -617,6 +541,19 @@ out:
 	kfree(req);
 	kfree(resp);
 	return ret;
+}
+
+struct vrdma_qp *vrdma_qp_by_num(struct vrdma_dev *dev, u32 qpn)
+{
+	struct vrdma_qp *qp;
+	unsigned long i;
+
+	xa_lock(&dev->qps);
+	xa_for_each(&dev->qps, i, qp)
+		if (qp->ibqp.qp_num == qpn)
+			break;
+	xa_unlock(&dev->qps);
+	return qp;
 }
 
 /* ---------------- ucontext, PD ---------------- */
@@ -1019,6 +956,9 @@ static int vrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 
 	if (mask & ~VRDMA_QP_ATTR_SUPPORTED)
 		return -EOPNOTSUPP;
+	ret = vrdma_cm_modify_qp(dev, qp, attr, mask);
+	if (ret)
+		return ret < 0 ? ret : 0;
 	req = kzalloc(sizeof(*req), GFP_KERNEL);
 	if (!req)
 		return -ENOMEM;
@@ -1150,6 +1090,7 @@ static int vrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct vrdma_qp *qp = to_vqp(ibqp);
 	int ret;
 
+	vrdma_cm_qp_destroy(dev, qp);
 	ret = vrdma_destroy_handle(dev, VRDMA_CMD_DESTROY_QP, qp->handle, &dev->qps);
 	if (ret)
 		return ret;
@@ -1254,6 +1195,7 @@ static int vrdma_probe(struct virtio_device *vdev)
 	xa_init(&dev->cqs);
 	xa_init(&dev->qps);
 	dev->atomic = virtio_has_feature(vdev, VRDMA_F_ATOMIC);
+	dev->cm = virtio_has_feature(vdev, VRDMA_F_CM);
 	dev->generation = virtio_cread32(vdev, offsetof(struct vrdma_config,
 							generation));
 
@@ -1316,15 +1258,22 @@ static int vrdma_probe(struct virtio_device *vdev)
 				   BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
 				   BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 
+	ret = vrdma_cm_setup(dev);
+	if (ret) {
+		dev_err(&vdev->dev, "connection management set-up failed: %d\n", ret);
+		goto err_reset;
+	}
 	ret = ib_register_device(&dev->ib, "vrdma%d", vdev->dev.parent);
 	if (ret) {
 		dev_err(&vdev->dev, "ib_register_device failed: %d\n", ret);
+		vrdma_cm_teardown(dev);
 		goto err_reset;
 	}
 	dev->registered = true;
-	dev_info(&vdev->dev, "%s: generation %08x, atomics %s\n",
+	dev_info(&vdev->dev, "%s: generation %08x, atomics %s, rdma_cm %s%s\n",
 		 dev_name(&dev->ib.dev), dev->generation,
-		 dev->atomic ? "on" : "off");
+		 dev->atomic ? "on" : "off", dev->cm ? "on " : "off",
+		 dev->ndev ? netdev_name(dev->ndev) : "");
 	return 0;
 
 err_reset:
@@ -1348,6 +1297,7 @@ static void vrdma_remove(struct virtio_device *vdev)
 	dev->registered = false;
 	cancel_work_sync(&dev->cfg_work);
 	ib_unregister_device(&dev->ib);
+	vrdma_cm_teardown(dev);
 	virtio_reset_device(vdev);
 	cancel_work_sync(&dev->ev_work);
 	cancel_work_sync(&dev->cfg_work);
@@ -1400,6 +1350,7 @@ static const struct virtio_device_id vrdma_id_table[] = {
 
 static unsigned int vrdma_features[] = {
 	VRDMA_F_ATOMIC,
+	VRDMA_F_CM,
 };
 
 static struct virtio_driver vrdma_driver = {

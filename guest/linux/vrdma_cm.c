@@ -1,0 +1,608 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vrdma: connection management for rdma_cm (VRDMA_F_CM).
+ *
+ * The device connects QPs itself: the host's rdma_cm speaks IB CM with
+ * the peer and moves the host QP to RTS (docs/virtio-rdma.md section 14).
+ * The kernel's rdma_cm hands connection management to a driver only
+ * through the iWARP connection manager (iw_cm), so the port declares the
+ * iWARP CM capability and the driver implements its provider calls on top
+ * of the device's CM commands.  rdma_cm resolves addresses on a netdev of
+ * the driver's (vrdmaethN, no packets: IFF_NOARP, transmit drops) that
+ * carries the function's IPv4 address; iWARP matches a port to a netdev by
+ * a GID made of its MAC, which is the last entry of the GID table.  The
+ * RoCE GIDs before it are the host function's, as without CM, so verbs
+ * applications that exchange GIDs themselves (perftest) are unchanged.
+ *
+ * Lifetimes: a connection holds a reference to its iw_cm_id from connect
+ * or accept until its last event (CONNECT_REPLY with an error, or CLOSE)
+ * is delivered.  A peer's request not yet answered belongs to the new
+ * cm_id (provider_data) until iw_accept or iw_reject.
+ */
+#include <linux/etherdevice.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/slab.h>
+#include <linux/virtio.h>
+#include <rdma/iw_cm.h>
+
+#include "vrdma.h"
+
+struct vrdma_conn {
+	u32 handle;
+	struct iw_cm_id *cm_id; /* referenced while set */
+	struct vrdma_qp *qp;
+	bool established;
+	bool closing;  /* CM_DISCONNECT sent */
+	bool gone;     /* a request the device has dropped (the peer gave up) */
+	struct sockaddr_in local, remote;
+	u8 ird, ord;
+};
+
+struct vrdma_listen {
+	u32 handle;
+	struct iw_cm_id *cm_id;
+};
+
+/* ---------------- the netdev ---------------- */
+
+static netdev_tx_t vrdma_ndev_xmit(struct sk_buff *skb, struct net_device *ndev)
+{
+	/* It carries addresses for rdma_cm, not packets. */
+	ndev->stats.tx_dropped++;
+	dev_kfree_skb_any(skb);
+	return NETDEV_TX_OK;
+}
+
+static const struct net_device_ops vrdma_ndev_ops = {
+	.ndo_start_xmit = vrdma_ndev_xmit,
+	.ndo_set_mac_address = eth_mac_addr,
+	.ndo_validate_addr = eth_validate_addr,
+};
+
+static void vrdma_ndev_setup(struct net_device *ndev)
+{
+	ether_setup(ndev);
+	ndev->netdev_ops = &vrdma_ndev_ops;
+	ndev->flags |= IFF_NOARP;
+	ndev->priv_flags |= IFF_NO_QUEUE;
+}
+
+u32 vrdma_cm_gid_index(struct vrdma_dev *dev)
+{
+	return dev->mac_gid_index;
+}
+
+void vrdma_cm_mac_gid(struct vrdma_dev *dev, union ib_gid *gid)
+{
+	memset(gid, 0, sizeof(*gid));
+	memcpy(gid->raw, dev->ndev->dev_addr, ETH_ALEN);
+}
+
+/* ---------------- helpers ---------------- */
+
+static void vrdma_sin(struct sockaddr_in *sin, const u8 ip[4], __le16 port)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	memcpy(&sin->sin_addr, ip, 4);
+	sin->sin_port = htons(le16_to_cpu(port));
+}
+
+/* An IPv4 address (or the IPv4 or IPv6 wildcard) and port of cm_id's. */
+static int vrdma_ipv4(const struct sockaddr_storage *ss, u8 ip[4], __le16 *port)
+{
+	const struct sockaddr_in *sin = (const void *)ss;
+	const struct sockaddr_in6 *sin6 = (const void *)ss;
+
+	if (ss->ss_family == AF_INET) {
+		memcpy(ip, &sin->sin_addr, 4);
+		*port = cpu_to_le16(ntohs(sin->sin_port));
+		return 0;
+	}
+	if (ss->ss_family == AF_INET6 && ipv6_addr_any(&sin6->sin6_addr)) {
+		memset(ip, 0, 4);
+		*port = cpu_to_le16(ntohs(sin6->sin6_port));
+		return 0;
+	}
+	if (ss->ss_family == AF_INET6 && ipv6_addr_v4mapped(&sin6->sin6_addr)) {
+		memcpy(ip, &sin6->sin6_addr.s6_addr32[3], 4);
+		*port = cpu_to_le16(ntohs(sin6->sin6_port));
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+static int vrdma_handle_cmd1(struct vrdma_dev *dev, u16 op, u32 handle)
+{
+	struct vrdma_handle *h = kzalloc(sizeof(*h), GFP_KERNEL);
+	int ret;
+
+	if (!h)
+		return -ENOMEM;
+	h->handle = cpu_to_le32(handle);
+	ret = vrdma_cmd(dev, op, h, sizeof(*h), NULL, 0, NULL, 0);
+	kfree(h);
+	return ret;
+}
+
+static void vrdma_event_addrs(struct iw_cm_event *ev, const struct vrdma_conn *conn)
+{
+	memcpy(&ev->local_addr, &conn->local, sizeof(conn->local));
+	memcpy(&ev->remote_addr, &conn->remote, sizeof(conn->remote));
+	/* iw_cm reads ird as this side's initiator depth, ord as its
+	 * responder resources (cma_iw_handler). */
+	ev->ird = conn->ord;
+	ev->ord = conn->ird;
+}
+
+/* The last event of a connection with a cm_id; frees it.  cm_lock held. */
+static void vrdma_conn_end(struct vrdma_dev *dev, struct vrdma_conn *conn, int status)
+{
+	struct iw_cm_event ev = {};
+	struct iw_cm_id *cm_id = conn->cm_id;
+
+	if (conn->established) {
+		ev.event = IW_CM_EVENT_CLOSE;
+	} else {
+		ev.event = IW_CM_EVENT_CONNECT_REPLY;
+		ev.status = status ? status : -ECONNRESET;
+	}
+	vrdma_event_addrs(&ev, conn);
+	if (conn->qp)
+		conn->qp->conn = NULL;
+	cm_id->provider_data = NULL;
+	cm_id->event_handler(cm_id, &ev);
+	cm_id->rem_ref(cm_id);
+	kfree(conn);
+}
+
+/* ---------------- device events ---------------- */
+
+static void vrdma_cm_request(struct vrdma_dev *dev, const struct vrdma_cm_event *e)
+{
+	struct vrdma_listen *l = xa_load(&dev->listens, le32_to_cpu(e->listen));
+	u32 handle = le32_to_cpu(e->conn);
+	struct iw_cm_event ev = {};
+	struct vrdma_conn *conn;
+	int ret = -ENOMEM;
+
+	conn = l ? kzalloc(sizeof(*conn), GFP_KERNEL) : NULL;
+	if (conn) {
+		conn->handle = handle;
+		vrdma_sin(&conn->local, e->local_ip, e->local_port);
+		vrdma_sin(&conn->remote, e->remote_ip, e->remote_port);
+		conn->ird = e->ird;
+		conn->ord = e->ord;
+		ret = xa_insert(&dev->conns, handle, conn, GFP_KERNEL);
+	}
+	if (!ret) {
+		ev.event = IW_CM_EVENT_CONNECT_REQUEST;
+		vrdma_event_addrs(&ev, conn);
+		ev.provider_data = conn;
+		ev.private_data = (void *)e->pdata;
+		ev.private_data_len = min_t(u8, e->pdata_len, VRDMA_CM_ACCEPT_PDATA);
+		/* iw_cm copies the private data before this returns. */
+		ret = l->cm_id->event_handler(l->cm_id, &ev);
+		if (ret)
+			xa_erase(&dev->conns, handle);
+	}
+	if (ret) {
+		struct vrdma_cm_reject_req *rej = kzalloc(sizeof(*rej), GFP_KERNEL);
+
+		kfree(conn);
+		if (rej) {
+			rej->conn = cpu_to_le32(handle);
+			vrdma_cmd(dev, VRDMA_CMD_CM_REJECT, rej, sizeof(*rej), NULL, 0, NULL, 0);
+			kfree(rej);
+		}
+	}
+}
+
+static void vrdma_cm_handle(struct vrdma_dev *dev, const struct vrdma_cm_event *e)
+{
+	u32 handle = le32_to_cpu(e->conn);
+	u32 status = le32_to_cpu(e->status);
+	struct vrdma_conn *conn;
+	struct iw_cm_event ev = {};
+
+	switch (le16_to_cpu(e->type)) {
+	case VRDMA_CM_EV_CONNECT_REQUEST:
+		vrdma_cm_request(dev, e);
+		return;
+	case VRDMA_CM_EV_CONNECT_REPLY:
+		conn = xa_load(&dev->conns, handle);
+		if (!conn || !conn->cm_id || conn->established)
+			return;
+		if (status) {
+			xa_erase(&dev->conns, handle);
+			vrdma_conn_end(dev, conn, -(int)min_t(u32, status, 4095));
+			return;
+		}
+		conn->established = true;
+		conn->ird = e->ird;
+		conn->ord = e->ord;
+		ev.event = IW_CM_EVENT_CONNECT_REPLY;
+		vrdma_event_addrs(&ev, conn);
+		ev.private_data = (void *)e->pdata;
+		ev.private_data_len = min_t(u8, e->pdata_len, VRDMA_CM_ACCEPT_PDATA);
+		conn->cm_id->event_handler(conn->cm_id, &ev);
+		return;
+	case VRDMA_CM_EV_CLOSED:
+		conn = xa_erase(&dev->conns, handle);
+		if (!conn)
+			return;
+		if (conn->cm_id)
+			vrdma_conn_end(dev, conn, -ECONNRESET);
+		else
+			conn->gone = true; /* freed at iw_accept or iw_reject */
+		return;
+	default:
+		dev_dbg(&dev->vdev->dev, "unknown CM event %u\n", le16_to_cpu(e->type));
+	}
+}
+
+static void vrdma_cm_work(struct work_struct *work)
+{
+	struct vrdma_dev *dev = container_of(work, struct vrdma_dev, cm_work);
+	struct vrdma_cm_event *e = kmalloc(sizeof(*e), GFP_KERNEL);
+
+	if (!e)
+		return;
+	mutex_lock(&dev->cm_lock);
+	while (vrdma_cmd(dev, VRDMA_CMD_CM_GET_EVENT, NULL, 0, NULL, 0, e, sizeof(*e)) == 0)
+		vrdma_cm_handle(dev, e);
+	mutex_unlock(&dev->cm_lock);
+	kfree(e);
+}
+
+void vrdma_cm_event(struct vrdma_dev *dev)
+{
+	if (dev->cm)
+		schedule_work(&dev->cm_work);
+}
+
+/* ---------------- iw_cm provider calls ---------------- */
+
+static void vrdma_iw_add_ref(struct ib_qp *ibqp)
+{
+	atomic_inc(&container_of(ibqp, struct vrdma_qp, ibqp)->cm_refs);
+}
+
+static void vrdma_iw_rem_ref(struct ib_qp *ibqp)
+{
+	struct vrdma_qp *qp = container_of(ibqp, struct vrdma_qp, ibqp);
+
+	if (atomic_dec_and_test(&qp->cm_refs))
+		wake_up_all(&container_of(ibqp->device, struct vrdma_dev, ib)->cm_wait);
+}
+
+static struct ib_qp *vrdma_iw_get_qp(struct ib_device *ib, int qpn)
+{
+	struct vrdma_qp *qp = vrdma_qp_by_num(container_of(ib, struct vrdma_dev, ib), qpn);
+
+	return qp ? &qp->ibqp : NULL;
+}
+
+static int vrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
+{
+	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
+	struct vrdma_qp *qp = vrdma_qp_by_num(dev, p->qpn);
+	struct vrdma_cm_connect_req *req;
+	struct vrdma_handle *resp;
+	struct vrdma_conn *conn;
+	int ret;
+
+	if (!qp)
+		return -EINVAL;
+	if (p->private_data_len > VRDMA_CM_CONNECT_PDATA)
+		return -EINVAL;
+	req = kzalloc(sizeof(*req), GFP_KERNEL);
+	resp = kzalloc(sizeof(*resp), GFP_KERNEL);
+	conn = kzalloc(sizeof(*conn), GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!req || !resp || !conn)
+		goto out;
+	req->qp = cpu_to_le32(qp->handle);
+	ret = vrdma_ipv4(&cm_id->remote_addr, req->dst_ip, &req->dst_port);
+	if (ret)
+		goto out;
+	req->ord = min_t(u32, p->ord, dev->attr.max_qp_init_rd_atom);
+	req->ird = min_t(u32, p->ird, dev->attr.max_qp_rd_atom);
+	req->pdata_len = p->private_data_len;
+	if (p->private_data_len)
+		memcpy(req->pdata, p->private_data, p->private_data_len);
+	memcpy(&conn->local, &cm_id->local_addr, sizeof(conn->local));
+	memcpy(&conn->remote, &cm_id->remote_addr, sizeof(conn->remote));
+
+	mutex_lock(&dev->cm_lock);
+	ret = vrdma_cmd(dev, VRDMA_CMD_CM_CONNECT, req, sizeof(*req), NULL, 0, resp,
+			sizeof(*resp));
+	if (!ret) {
+		conn->handle = le32_to_cpu(resp->handle);
+		ret = xa_insert(&dev->conns, conn->handle, conn, GFP_KERNEL);
+	}
+	if (!ret) {
+		conn->cm_id = cm_id;
+		conn->qp = qp;
+		qp->conn = conn;
+		cm_id->add_ref(cm_id);
+		cm_id->provider_data = conn;
+		conn = NULL;
+	}
+	mutex_unlock(&dev->cm_lock);
+out:
+	kfree(conn);
+	kfree(resp);
+	kfree(req);
+	return ret;
+}
+
+static int vrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
+{
+	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
+	struct vrdma_conn *conn = cm_id->provider_data;
+	struct vrdma_qp *qp = vrdma_qp_by_num(dev, p->qpn);
+	struct vrdma_cm_accept_req *req;
+	struct iw_cm_event ev = {};
+	int ret;
+
+	if (!conn)
+		return -EINVAL;
+	req = kzalloc(sizeof(*req), GFP_KERNEL);
+	mutex_lock(&dev->cm_lock);
+	if (conn->gone)
+		ret = -ECONNRESET;
+	else if (!qp || p->private_data_len > VRDMA_CM_ACCEPT_PDATA)
+		ret = -EINVAL;
+	else if (!req)
+		ret = -ENOMEM;
+	else
+		ret = 0;
+	if (!ret) {
+		req->conn = cpu_to_le32(conn->handle);
+		req->qp = cpu_to_le32(qp->handle);
+		req->ord = min_t(u32, p->ord, dev->attr.max_qp_init_rd_atom);
+		req->ird = min_t(u32, p->ird, dev->attr.max_qp_rd_atom);
+		req->pdata_len = p->private_data_len;
+		if (p->private_data_len)
+			memcpy(req->pdata, p->private_data, p->private_data_len);
+		/* A failed accept refuses the peer and frees the handle. */
+		ret = vrdma_cmd(dev, VRDMA_CMD_CM_ACCEPT, req, sizeof(*req), NULL, 0, NULL, 0);
+	}
+	if (ret) {
+		if (!conn->gone)
+			xa_erase(&dev->conns, conn->handle);
+		cm_id->provider_data = NULL;
+		kfree(conn);
+	} else {
+		/* Established from here, as an iWARP responder is once its
+		 * reply is sent; a lost RTU ends in CLOSED. */
+		conn->cm_id = cm_id;
+		conn->qp = qp;
+		conn->established = true;
+		conn->ird = req->ird;
+		conn->ord = req->ord;
+		qp->conn = conn;
+		cm_id->add_ref(cm_id);
+		ev.event = IW_CM_EVENT_ESTABLISHED;
+		vrdma_event_addrs(&ev, conn);
+		cm_id->event_handler(cm_id, &ev);
+	}
+	mutex_unlock(&dev->cm_lock);
+	kfree(req);
+	return ret;
+}
+
+static int vrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 len)
+{
+	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
+	struct vrdma_conn *conn = cm_id->provider_data;
+	struct vrdma_cm_reject_req *req;
+	int ret = 0;
+
+	if (!conn)
+		return -EINVAL;
+	mutex_lock(&dev->cm_lock);
+	if (!conn->gone) {
+		xa_erase(&dev->conns, conn->handle);
+		req = kzalloc(sizeof(*req), GFP_KERNEL);
+		if (req) {
+			req->conn = cpu_to_le32(conn->handle);
+			req->pdata_len = min_t(u8, len, VRDMA_CM_REJECT_PDATA);
+			if (pdata && req->pdata_len)
+				memcpy(req->pdata, pdata, req->pdata_len);
+			ret = vrdma_cmd(dev, VRDMA_CMD_CM_REJECT, req, sizeof(*req), NULL, 0,
+					NULL, 0);
+			kfree(req);
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	cm_id->provider_data = NULL;
+	kfree(conn);
+	mutex_unlock(&dev->cm_lock);
+	return ret;
+}
+
+static int vrdma_iw_create_listen(struct iw_cm_id *cm_id, int backlog)
+{
+	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
+	struct vrdma_cm_listen_req *req;
+	struct vrdma_handle *resp;
+	struct vrdma_listen *l;
+	int ret;
+
+	req = kzalloc(sizeof(*req), GFP_KERNEL);
+	resp = kzalloc(sizeof(*resp), GFP_KERNEL);
+	l = kzalloc(sizeof(*l), GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!req || !resp || !l)
+		goto out;
+	ret = vrdma_ipv4(&cm_id->local_addr, req->ip, &req->port);
+	if (ret)
+		goto out;
+	req->backlog = cpu_to_le16(clamp(backlog, 1, VRDMA_CM_MAX_BACKLOG));
+	mutex_lock(&dev->cm_lock);
+	ret = vrdma_cmd(dev, VRDMA_CMD_CM_LISTEN, req, sizeof(*req), NULL, 0, resp,
+			sizeof(*resp));
+	if (!ret) {
+		l->handle = le32_to_cpu(resp->handle);
+		l->cm_id = cm_id;
+		ret = xa_insert(&dev->listens, l->handle, l, GFP_KERNEL);
+		if (ret)
+			vrdma_handle_cmd1(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle);
+	}
+	if (!ret) {
+		cm_id->provider_data = l;
+		l = NULL;
+	}
+	mutex_unlock(&dev->cm_lock);
+out:
+	kfree(l);
+	kfree(resp);
+	kfree(req);
+	return ret;
+}
+
+static int vrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
+{
+	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
+	struct vrdma_listen *l = cm_id->provider_data;
+
+	if (!l)
+		return 0;
+	mutex_lock(&dev->cm_lock);
+	xa_erase(&dev->listens, l->handle);
+	vrdma_handle_cmd1(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle);
+	cm_id->provider_data = NULL;
+	mutex_unlock(&dev->cm_lock);
+	kfree(l);
+	return 0;
+}
+
+/* ---------------- QPs under connection management ---------------- */
+
+int vrdma_cm_modify_qp(struct vrdma_dev *dev, struct vrdma_qp *qp,
+		       struct ib_qp_attr *attr, int mask)
+{
+	bool to_state = mask & IB_QP_STATE;
+	int ret = 0;
+
+	if (!dev->cm)
+		return 0;
+	/*
+	 * rdma_cm's user library walks an iWARP QP through RTR with no
+	 * address and through RTS with no attributes: the device's CM does
+	 * those moves on the host, so these are no-ops here.
+	 */
+	if (!(mask & ~IB_QP_PORT))
+		return 1;
+	if (to_state && attr->qp_state == IB_QPS_RTR && !(mask & IB_QP_AV))
+		return 1;
+	/* iw_cm disconnects by moving the QP: SQD gracefully, ERR abruptly. */
+	if (to_state && (attr->qp_state == IB_QPS_SQD || attr->qp_state == IB_QPS_ERR)) {
+		mutex_lock(&dev->cm_lock);
+		if (qp->conn && qp->conn->established && !qp->conn->closing) {
+			qp->conn->closing = true;
+			ret = vrdma_handle_cmd1(dev, VRDMA_CMD_CM_DISCONNECT, qp->conn->handle);
+		}
+		mutex_unlock(&dev->cm_lock);
+		if (attr->qp_state == IB_QPS_SQD && qp->conn)
+			return ret ? ret : 1;
+	}
+	return 0;
+}
+
+void vrdma_cm_qp_destroy(struct vrdma_dev *dev, struct vrdma_qp *qp)
+{
+	struct vrdma_conn *conn;
+
+	if (!dev->cm)
+		return;
+	/* The device ends the connection when the QP goes; tell iw_cm now,
+	 * so that it lets go of the QP before it is freed. */
+	mutex_lock(&dev->cm_lock);
+	conn = qp->conn;
+	if (conn) {
+		xa_erase(&dev->conns, conn->handle);
+		vrdma_conn_end(dev, conn, -ECONNABORTED);
+	}
+	mutex_unlock(&dev->cm_lock);
+	wait_event(dev->cm_wait, atomic_read(&qp->cm_refs) == 0);
+}
+
+/* ---------------- set-up ---------------- */
+
+static const struct ib_device_ops vrdma_cm_ops = {
+	.iw_accept = vrdma_iw_accept,
+	.iw_add_ref = vrdma_iw_add_ref,
+	.iw_connect = vrdma_iw_connect,
+	.iw_create_listen = vrdma_iw_create_listen,
+	.iw_destroy_listen = vrdma_iw_destroy_listen,
+	.iw_get_qp = vrdma_iw_get_qp,
+	.iw_reject = vrdma_iw_reject,
+	.iw_rem_ref = vrdma_iw_rem_ref,
+};
+
+int vrdma_cm_setup(struct vrdma_dev *dev)
+{
+	struct net_device *ndev;
+	int ret;
+
+	mutex_init(&dev->cm_lock);
+	xa_init(&dev->conns);
+	xa_init(&dev->listens);
+	INIT_WORK(&dev->cm_work, vrdma_cm_work);
+	init_waitqueue_head(&dev->cm_wait);
+	if (!dev->cm)
+		return 0;
+	dev->mac_gid_index = le32_to_cpu(dev->port.gid_tbl_len);
+	ndev = alloc_netdev(0, "vrdmaeth%d", NET_NAME_ENUM, vrdma_ndev_setup);
+	if (!ndev)
+		return -ENOMEM;
+	eth_hw_addr_random(ndev);
+	SET_NETDEV_DEV(ndev, &dev->vdev->dev);
+	ret = register_netdev(ndev);
+	if (ret) {
+		free_netdev(ndev);
+		return ret;
+	}
+	dev->ndev = ndev;
+	ret = ib_device_set_netdev(&dev->ib, ndev, 1);
+	if (ret) {
+		unregister_netdev(ndev);
+		free_netdev(ndev);
+		dev->ndev = NULL;
+		return ret;
+	}
+	strscpy(dev->ib.iw_ifname, ndev->name, sizeof(dev->ib.iw_ifname));
+	ib_set_device_ops(&dev->ib, &vrdma_cm_ops);
+	return 0;
+}
+
+void vrdma_cm_teardown(struct vrdma_dev *dev)
+{
+	struct vrdma_conn *conn;
+	struct vrdma_listen *l;
+	unsigned long i;
+
+	cancel_work_sync(&dev->cm_work);
+	/* rdma_cm destroyed every id on the device before unregistering
+	 * returned; what is left are requests nobody took. */
+	xa_for_each(&dev->conns, i, conn) {
+		xa_erase(&dev->conns, i);
+		if (!conn->cm_id)
+			conn->gone = true;
+	}
+	xa_for_each(&dev->listens, i, l)
+		kfree(xa_erase(&dev->listens, i));
+	xa_destroy(&dev->conns);
+	xa_destroy(&dev->listens);
+	if (dev->ndev) {
+		ib_device_set_netdev(&dev->ib, NULL, 1);
+		unregister_netdev(dev->ndev);
+		free_netdev(dev->ndev);
+		dev->ndev = NULL;
+	}
+}
