@@ -31,6 +31,7 @@ enum cm_state {
 	CM_REQUESTED, /* a peer's request, waiting for the guest's answer */
 	CM_CONNECTED,
 	CM_CLOSING,   /* disconnect sent, waiting for the host's DISCONNECTED */
+	CM_ENDED,     /* its final event waits for CM_GET_EVENT; the handle with it */
 };
 
 struct rdma_cm_conn {
@@ -46,6 +47,13 @@ struct rdma_cm_conn {
 struct rdma_cm_listen {
 	uint32_t handle;
 	struct rdma_cm_id *id;
+};
+
+/* A queued event; a connection's last one frees its handle when fetched,
+ * so the queue is bounded by the connection limit (two per handle). */
+struct cm_event_node {
+	struct vrdma_cm_event ev;
+	bool final;
 };
 
 int rdma_cm_init(struct rdma_dev *d)
@@ -107,10 +115,12 @@ static void from_sockaddr(const struct sockaddr *sa, uint8_t ret_ip[4], uint16_t
 /* Queues an event for the guest; the first one waiting rings the event
  * queue (the driver drains them all with CM_GET_EVENT). */
 static struct vrdma_cm_event *queue_event(struct rdma_dev *d, uint16_t type, uint32_t status,
-					  const struct rdma_cm_conn *c)
+					  const struct rdma_cm_conn *c, bool final)
 {
-	struct vrdma_cm_event *ev = g_new0(struct vrdma_cm_event, 1);
+	struct cm_event_node *node = g_new0(struct cm_event_node, 1);
+	struct vrdma_cm_event *ev = &node->ev;
 
+	node->final = final;
 	ev->type = type;
 	ev->status = status;
 	ev->conn = c->handle;
@@ -121,7 +131,7 @@ static struct vrdma_cm_event *queue_event(struct rdma_dev *d, uint16_t type, uin
 	}
 	if (g_queue_is_empty(&d->cm_events))
 		rdma_post_event(d, VRDMA_EV_CM, 0, 0);
-	g_queue_push_tail(&d->cm_events, ev);
+	g_queue_push_tail(&d->cm_events, node);
 	return ev;
 }
 
@@ -139,6 +149,12 @@ static void event_pdata(struct vrdma_cm_event *ev, const struct rdma_conn_param 
 	ev->ord = (uint8_t)MIN(p->initiator_depth, 255);
 }
 
+static void id_destroy(struct rdma_cm_id *id)
+{
+	if (id)
+		rdma_destroy_id(id);
+}
+
 /* Frees the connection; its id is returned for the caller to destroy once
  * no event of it is unacknowledged. */
 static struct rdma_cm_id *conn_free(struct rdma_dev *d, struct rdma_cm_conn *c)
@@ -149,6 +165,20 @@ static struct rdma_cm_id *conn_free(struct rdma_dev *d, struct rdma_cm_conn *c)
 		c->qp->conn = NULL;
 	rdma_table_del(&d->cm_conns, c->handle);
 	g_free(c);
+	return id;
+}
+
+/* The connection is over but its handle stays taken until the guest has
+ * fetched its final event; returns the id to destroy, as conn_free. */
+static struct rdma_cm_id *conn_retire(struct rdma_cm_conn *c)
+{
+	struct rdma_cm_id *id = c->id;
+
+	if (c->qp)
+		c->qp->conn = NULL;
+	c->qp = NULL;
+	c->id = NULL;
+	c->state = CM_ENDED;
 	return id;
 }
 
@@ -176,20 +206,22 @@ static struct rdma_cm_id *conn_end(struct rdma_dev *d, struct rdma_cm_conn *c, u
 	case CM_RESOLVING_ADDR:
 	case CM_RESOLVING_ROUTE:
 	case CM_CONNECTING:
-		ev = queue_event(d, VRDMA_CM_EV_CONNECT_REPLY, status ? status : VRDMA_EIO, c);
+		ev = queue_event(d, VRDMA_CM_EV_CONNECT_REPLY, status ? status : VRDMA_EIO, c, true);
 		if (reject)
 			event_pdata(ev, reject);
 		break;
 	case CM_CONNECTED:
 	case CM_CLOSING:
-		queue_event(d, VRDMA_CM_EV_CLOSED, 0, c);
+		queue_event(d, VRDMA_CM_EV_CLOSED, 0, c, true);
 		break;
 	case CM_REQUESTED:
 		/* The peer gave up before the guest answered. */
-		queue_event(d, VRDMA_CM_EV_CLOSED, status, c);
+		queue_event(d, VRDMA_CM_EV_CLOSED, status, c, true);
 		break;
+	case CM_ENDED:
+		return NULL;
 	}
-	return conn_free(d, c);
+	return conn_retire(c);
 }
 
 /*
@@ -255,7 +287,7 @@ static struct rdma_cm_id *active_event(struct rdma_dev *d, struct rdma_cm_conn *
 			return conn_end(d, c, VRDMA_EIO, NULL);
 		}
 		c->state = CM_CONNECTED;
-		ev = queue_event(d, VRDMA_CM_EV_CONNECT_REPLY, VRDMA_OK, c);
+		ev = queue_event(d, VRDMA_CM_EV_CONNECT_REPLY, VRDMA_OK, c, false);
 		event_pdata(ev, &e->param.conn);
 		return NULL;
 	case RDMA_CM_EVENT_REJECTED:
@@ -265,6 +297,8 @@ static struct rdma_cm_id *active_event(struct rdma_dev *d, struct rdma_cm_conn *
 		return conn_end(d, c, 113 /* EHOSTUNREACH */, NULL);
 	case RDMA_CM_EVENT_UNREACHABLE:
 		return conn_end(d, c, 110 /* ETIMEDOUT */, NULL);
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		return conn_end(d, c, 104 /* ECONNRESET */, NULL);
 	default:
 		return NULL;
 	}
@@ -291,7 +325,7 @@ static struct rdma_cm_id *connect_request(struct rdma_dev *d, struct rdma_cm_eve
 	c->id->context = c;
 	c->listen = l->handle;
 	c->state = CM_REQUESTED;
-	ev = queue_event(d, VRDMA_CM_EV_CONNECT_REQUEST, VRDMA_OK, c);
+	ev = queue_event(d, VRDMA_CM_EV_CONNECT_REQUEST, VRDMA_OK, c, false);
 	event_pdata(ev, &e->param.conn);
 	return NULL;
 }
@@ -303,14 +337,18 @@ static struct rdma_cm_id *host_event(struct rdma_dev *d, struct rdma_cm_event *e
 	if (e->event == RDMA_CM_EVENT_CONNECT_REQUEST)
 		return connect_request(d, e);
 	c = e->id->context;
-	if (!c)
+	if (!c || c->state == CM_ENDED)
 		return NULL;
 	switch (e->event) {
 	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		return conn_end(d, c, VRDMA_OK, NULL);
 	case RDMA_CM_EVENT_ESTABLISHED:
-		return NULL; /* passive: the guest was told at CM_ACCEPT */
+		/* Passive: the guest was told at CM_ACCEPT.  A disconnect it
+		 * asked for before the RTU came sent nothing: send it now. */
+		if (c->state == CM_CLOSING)
+			rdma_disconnect(c->id);
+		return NULL;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
 		if (c->state == CM_CONNECTED || c->state == CM_CLOSING)
@@ -336,8 +374,7 @@ void rdma_cm_ready(struct vu_dev *vu, int fd, void *data)
 		    !g_hash_table_contains(d->cm_listen_ids, e->id))
 			gone = host_event(d, e);
 		rdma_ack_cm_event(e);
-		if (gone)
-			rdma_destroy_id(gone);
+		id_destroy(gone);
 	}
 	rdma_flush_events(d);
 }
@@ -380,7 +417,7 @@ int rdma_cm_cmd_connect(struct rdma_dev *d, struct rdma_request *rq, struct vrdm
 	to_sockaddr(&dst, q.dst_ip, q.dst_port);
 	if (rdma_resolve_addr(c->id, (struct sockaddr *)&src, (struct sockaddr *)&dst,
 			      CM_TIMEOUT_MS)) {
-		rdma_destroy_id(conn_free(d, c));
+		id_destroy(conn_free(d, c));
 		return VRDMA_ENETUNREACH;
 	}
 	memcpy(c->pdata, q.pdata, q.pdata_len);
@@ -445,9 +482,17 @@ int rdma_cm_cmd_listen(struct rdma_dev *d, struct rdma_request *rq, struct vrdma
 	return VRDMA_OK;
 }
 
-static struct rdma_cm_conn *requested_conn(struct rdma_dev *d, uint32_t handle, int *ret_status)
+/* A connection the guest may still name: ended ones are not. */
+static struct rdma_cm_conn *live_conn(struct rdma_dev *d, uint32_t handle)
 {
 	struct rdma_cm_conn *c = rdma_table_get(&d->cm_conns, handle);
+
+	return c && c->state != CM_ENDED ? c : NULL;
+}
+
+static struct rdma_cm_conn *requested_conn(struct rdma_dev *d, uint32_t handle, int *ret_status)
+{
+	struct rdma_cm_conn *c = live_conn(d, handle);
 
 	*ret_status = !c ? VRDMA_ENOENT : c->state != CM_REQUESTED ? VRDMA_EINVAL : VRDMA_OK;
 	return *ret_status ? NULL : c;
@@ -490,7 +535,7 @@ int rdma_cm_cmd_accept(struct rdma_dev *d, struct rdma_request *rq)
 	if (r) {
 		rdma_reject(c->id, NULL, 0);
 		qp_to_error(d, c->qp);
-		rdma_destroy_id(conn_free(d, c));
+		id_destroy(conn_free(d, c));
 		return r;
 	}
 	c->state = CM_CONNECTED;
@@ -509,7 +554,7 @@ int rdma_cm_cmd_reject(struct rdma_dev *d, struct rdma_request *rq)
 	if (!c)
 		return r;
 	rdma_reject(c->id, q.pdata_len ? q.pdata : NULL, q.pdata_len);
-	rdma_destroy_id(conn_free(d, c));
+	id_destroy(conn_free(d, c));
 	return VRDMA_OK;
 }
 
@@ -521,7 +566,7 @@ int rdma_cm_cmd_disconnect(struct rdma_dev *d, struct rdma_request *rq)
 
 	if (r)
 		return r;
-	c = rdma_table_get(&d->cm_conns, h);
+	c = live_conn(d, h);
 	if (!c)
 		return VRDMA_ENOENT;
 	if (c->state == CM_CLOSING)
@@ -562,15 +607,19 @@ int rdma_cm_cmd_destroy_listen(struct rdma_dev *d, struct rdma_request *rq)
 int rdma_cm_cmd_get_event(struct rdma_dev *d, struct rdma_request *rq,
 			  struct vrdma_cm_event *resp)
 {
-	g_autofree struct vrdma_cm_event *ev = NULL;
+	g_autofree struct cm_event_node *node = NULL;
+	struct rdma_cm_conn *c;
 	int r = rdma_check_empty(rq);
 
 	if (r)
 		return r;
-	ev = g_queue_pop_head(&d->cm_events);
-	if (!ev)
+	node = g_queue_pop_head(&d->cm_events);
+	if (!node)
 		return VRDMA_ENOENT;
-	*resp = *ev;
+	*resp = node->ev;
+	c = node->final ? rdma_table_get(&d->cm_conns, node->ev.conn) : NULL;
+	if (c && c->state == CM_ENDED)
+		conn_free(d, c);
 	return VRDMA_OK;
 }
 
@@ -588,7 +637,7 @@ void rdma_cm_qp_gone(struct rdma_dev *d, struct rdma_qp *qp)
 		rdma_disconnect(c->id);
 		c->state = CM_CLOSING;
 	} else if (c->state != CM_CLOSING) {
-		rdma_destroy_id(conn_end(d, c, 103 /* ECONNABORTED */, NULL));
+		id_destroy(conn_end(d, c, 103 /* ECONNABORTED */, NULL));
 	}
 }
 
@@ -597,7 +646,7 @@ void rdma_cm_destroy_all(struct rdma_dev *d)
 	void *o;
 
 	while ((o = rdma_table_any(&d->cm_conns)))
-		rdma_destroy_id(conn_free(d, o));
+		id_destroy(conn_free(d, o));
 	while ((o = rdma_table_any(&d->cm_listens)))
 		listen_free(d, o);
 	g_queue_clear_full(&d->cm_events, g_free);

@@ -58,6 +58,8 @@ struct vrdma_dev {
 	struct xarray listens;   /* device handle -> vrdma_listen */
 	struct work_struct cm_work;
 	wait_queue_head_t cm_wait; /* QPs waiting for iw_cm to let go */
+	struct list_head conn_list; /* every vrdma_conn, for teardown */
+	bool cm_stopping;        /* removal: no more CM work */
 };
 
 struct vrdma_ucontext {
@@ -99,6 +101,7 @@ struct vrdma_qp {
 	u8 sq_sig_all;
 	struct vrdma_conn *conn; /* under dev->cm_lock */
 	atomic_t cm_refs;        /* iw_cm's references (iw_add_ref) */
+	bool dying;              /* being destroyed: iw_get_qp skips it */
 };
 
 static inline struct vrdma_dev *to_vdev(struct ib_device *ib)
@@ -129,6 +132,8 @@ static inline struct vrdma_qp *to_vqp(struct ib_qp *qp)
 /* Runs one control command (vrdma_main.c); req/resp/extra not on the stack. */
 int vrdma_cmd(struct vrdma_dev *dev, u16 op, void *req, size_t req_len,
 	      void *extra, size_t extra_len, void *resp, size_t resp_len);
+/* A command whose request is one handle and whose response is empty. */
+int vrdma_handle_cmd(struct vrdma_dev *dev, u16 op, u32 handle);
 /* The QP whose number the device gave, or NULL. */
 struct vrdma_qp *vrdma_qp_by_num(struct vrdma_dev *dev, u32 qpn);
 
@@ -143,5 +148,10 @@ int vrdma_cm_modify_qp(struct vrdma_dev *dev, struct vrdma_qp *qp,
 		       struct ib_qp_attr *attr, int mask);
 /* destroy_qp: ends its connection and waits for iw_cm to let go. */
 void vrdma_cm_qp_destroy(struct vrdma_dev *dev, struct vrdma_qp *qp);
+/* Every device object is gone (DEVICE_FATAL, new generation): so are the
+ * connections; tell iw_cm. */
+void vrdma_cm_device_lost(struct vrdma_dev *dev);
+/* Removal, before the device is reset: no CM work runs after it. */
+void vrdma_cm_stop(struct vrdma_dev *dev);
 
 #endif

@@ -20,6 +20,9 @@
  * cm_id (provider_data) until iw_accept or iw_reject.
  */
 #include <linux/etherdevice.h>
+#include <linux/list.h>
+#include <linux/rcupdate.h>
+#include <linux/sched/signal.h>
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/slab.h>
@@ -29,6 +32,7 @@
 #include "vrdma.h"
 
 struct vrdma_conn {
+	struct list_head node; /* dev->conn_list, under cm_lock */
 	u32 handle;
 	struct iw_cm_id *cm_id; /* referenced while set */
 	struct vrdma_qp *qp;
@@ -113,19 +117,6 @@ static int vrdma_ipv4(const struct sockaddr_storage *ss, u8 ip[4], __le16 *port)
 	return -EAFNOSUPPORT;
 }
 
-static int vrdma_handle_cmd1(struct vrdma_dev *dev, u16 op, u32 handle)
-{
-	struct vrdma_handle *h = kzalloc(sizeof(*h), GFP_KERNEL);
-	int ret;
-
-	if (!h)
-		return -ENOMEM;
-	h->handle = cpu_to_le32(handle);
-	ret = vrdma_cmd(dev, op, h, sizeof(*h), NULL, 0, NULL, 0);
-	kfree(h);
-	return ret;
-}
-
 static void vrdma_event_addrs(struct iw_cm_event *ev, const struct vrdma_conn *conn)
 {
 	memcpy(&ev->local_addr, &conn->local, sizeof(conn->local));
@@ -154,7 +145,25 @@ static void vrdma_conn_end(struct vrdma_dev *dev, struct vrdma_conn *conn, int s
 	cm_id->provider_data = NULL;
 	cm_id->event_handler(cm_id, &ev);
 	cm_id->rem_ref(cm_id);
+	list_del(&conn->node);
 	kfree(conn);
+}
+
+/* CM_REJECT of a requested connection; the device frees the handle. */
+static int vrdma_reject(struct vrdma_dev *dev, u32 handle, const void *pdata, u8 len)
+{
+	struct vrdma_cm_reject_req *req = kzalloc(sizeof(*req), GFP_KERNEL);
+	int ret;
+
+	if (!req)
+		return -ENOMEM;
+	req->conn = cpu_to_le32(handle);
+	req->pdata_len = min_t(u8, len, VRDMA_CM_REJECT_PDATA);
+	if (pdata && req->pdata_len)
+		memcpy(req->pdata, pdata, req->pdata_len);
+	ret = vrdma_cmd(dev, VRDMA_CMD_CM_REJECT, req, sizeof(*req), NULL, 0, NULL, 0);
+	kfree(req);
+	return ret;
 }
 
 /* ---------------- device events ---------------- */
@@ -177,6 +186,10 @@ static void vrdma_cm_request(struct vrdma_dev *dev, const struct vrdma_cm_event 
 		ret = xa_insert(&dev->conns, handle, conn, GFP_KERNEL);
 	}
 	if (!ret) {
+		/* Owned by the cm_id iw_cm makes for it until iw_accept or
+		 * iw_reject; on the list so that one iw_cm drops is freed at
+		 * teardown. */
+		list_add(&conn->node, &dev->conn_list);
 		ev.event = IW_CM_EVENT_CONNECT_REQUEST;
 		vrdma_event_addrs(&ev, conn);
 		ev.provider_data = conn;
@@ -184,18 +197,14 @@ static void vrdma_cm_request(struct vrdma_dev *dev, const struct vrdma_cm_event 
 		ev.private_data_len = min_t(u8, e->pdata_len, VRDMA_CM_ACCEPT_PDATA);
 		/* iw_cm copies the private data before this returns. */
 		ret = l->cm_id->event_handler(l->cm_id, &ev);
-		if (ret)
+		if (ret) {
 			xa_erase(&dev->conns, handle);
+			list_del(&conn->node);
+		}
 	}
 	if (ret) {
-		struct vrdma_cm_reject_req *rej = kzalloc(sizeof(*rej), GFP_KERNEL);
-
 		kfree(conn);
-		if (rej) {
-			rej->conn = cpu_to_le32(handle);
-			vrdma_cmd(dev, VRDMA_CMD_CM_REJECT, rej, sizeof(*rej), NULL, 0, NULL, 0);
-			kfree(rej);
-		}
+		vrdma_reject(dev, handle, NULL, 0);
 	}
 }
 
@@ -250,7 +259,8 @@ static void vrdma_cm_work(struct work_struct *work)
 	if (!e)
 		return;
 	mutex_lock(&dev->cm_lock);
-	while (vrdma_cmd(dev, VRDMA_CMD_CM_GET_EVENT, NULL, 0, NULL, 0, e, sizeof(*e)) == 0)
+	while (!dev->cm_stopping &&
+	       vrdma_cmd(dev, VRDMA_CMD_CM_GET_EVENT, NULL, 0, NULL, 0, e, sizeof(*e)) == 0)
 		vrdma_cm_handle(dev, e);
 	mutex_unlock(&dev->cm_lock);
 	kfree(e);
@@ -258,8 +268,37 @@ static void vrdma_cm_work(struct work_struct *work)
 
 void vrdma_cm_event(struct vrdma_dev *dev)
 {
-	if (dev->cm)
+	if (dev->cm && !READ_ONCE(dev->cm_stopping))
 		schedule_work(&dev->cm_work);
+}
+
+void vrdma_cm_stop(struct vrdma_dev *dev)
+{
+	mutex_lock(&dev->cm_lock);
+	WRITE_ONCE(dev->cm_stopping, true);
+	mutex_unlock(&dev->cm_lock);
+	cancel_work_sync(&dev->cm_work);
+}
+
+void vrdma_cm_device_lost(struct vrdma_dev *dev)
+{
+	struct vrdma_conn *conn, *next;
+
+	if (!dev->cm)
+		return;
+	mutex_lock(&dev->cm_lock);
+	list_for_each_entry_safe(conn, next, &dev->conn_list, node) {
+		if (conn->gone)
+			continue;
+		xa_erase(&dev->conns, conn->handle);
+		if (conn->cm_id)
+			vrdma_conn_end(dev, conn, -ECONNRESET);
+		else
+			conn->gone = true;
+	}
+	mutex_unlock(&dev->cm_lock);
+	/* Its CM event may have been among those lost: drain anyway. */
+	vrdma_cm_event(dev);
 }
 
 /* ---------------- iw_cm provider calls ---------------- */
@@ -277,9 +316,24 @@ static void vrdma_iw_rem_ref(struct ib_qp *ibqp)
 		wake_up_all(&container_of(ibqp->device, struct vrdma_dev, ib)->cm_wait);
 }
 
+/*
+ * The caller's QP of that number.  iw_cm runs connect and accept in the
+ * calling process: a QP another process created is not its to connect
+ * (and would let it hold that QP's destruction up).
+ */
+static struct vrdma_qp *vrdma_callers_qp(struct vrdma_dev *dev, u32 qpn)
+{
+	struct vrdma_qp *qp = vrdma_qp_by_num(dev, qpn);
+	struct task_struct *owner = qp ? qp->ibqp.res.task : NULL;
+
+	if (qp && qp->ibqp.uobject && owner && !same_thread_group(owner, current))
+		return NULL;
+	return qp;
+}
+
 static struct ib_qp *vrdma_iw_get_qp(struct ib_device *ib, int qpn)
 {
-	struct vrdma_qp *qp = vrdma_qp_by_num(container_of(ib, struct vrdma_dev, ib), qpn);
+	struct vrdma_qp *qp = vrdma_callers_qp(container_of(ib, struct vrdma_dev, ib), qpn);
 
 	return qp ? &qp->ibqp : NULL;
 }
@@ -287,7 +341,7 @@ static struct ib_qp *vrdma_iw_get_qp(struct ib_device *ib, int qpn)
 static int vrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 {
 	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
-	struct vrdma_qp *qp = vrdma_qp_by_num(dev, p->qpn);
+	struct vrdma_qp *qp = vrdma_callers_qp(dev, p->qpn);
 	struct vrdma_cm_connect_req *req;
 	struct vrdma_handle *resp;
 	struct vrdma_conn *conn;
@@ -328,6 +382,7 @@ static int vrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 		qp->conn = conn;
 		cm_id->add_ref(cm_id);
 		cm_id->provider_data = conn;
+		list_add(&conn->node, &dev->conn_list);
 		conn = NULL;
 	}
 	mutex_unlock(&dev->cm_lock);
@@ -342,9 +397,10 @@ static int vrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 {
 	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
 	struct vrdma_conn *conn = cm_id->provider_data;
-	struct vrdma_qp *qp = vrdma_qp_by_num(dev, p->qpn);
+	struct vrdma_qp *qp = vrdma_callers_qp(dev, p->qpn);
 	struct vrdma_cm_accept_req *req;
 	struct iw_cm_event ev = {};
+	bool req_sent = false;
 	int ret;
 
 	if (!conn)
@@ -368,12 +424,18 @@ static int vrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 		if (p->private_data_len)
 			memcpy(req->pdata, p->private_data, p->private_data_len);
 		/* A failed accept refuses the peer and frees the handle. */
+		req_sent = true;
 		ret = vrdma_cmd(dev, VRDMA_CMD_CM_ACCEPT, req, sizeof(*req), NULL, 0, NULL, 0);
 	}
 	if (ret) {
+		/* The device frees the handle when the command fails (spec
+		 * 14.1); a failure here must refuse the peer itself. */
+		if (!conn->gone && !req_sent)
+			vrdma_reject(dev, conn->handle, NULL, 0);
 		if (!conn->gone)
 			xa_erase(&dev->conns, conn->handle);
 		cm_id->provider_data = NULL;
+		list_del(&conn->node);
 		kfree(conn);
 	} else {
 		/* Established from here, as an iWARP responder is once its
@@ -398,7 +460,6 @@ static int vrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 len)
 {
 	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
 	struct vrdma_conn *conn = cm_id->provider_data;
-	struct vrdma_cm_reject_req *req;
 	int ret = 0;
 
 	if (!conn)
@@ -406,20 +467,10 @@ static int vrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 len)
 	mutex_lock(&dev->cm_lock);
 	if (!conn->gone) {
 		xa_erase(&dev->conns, conn->handle);
-		req = kzalloc(sizeof(*req), GFP_KERNEL);
-		if (req) {
-			req->conn = cpu_to_le32(conn->handle);
-			req->pdata_len = min_t(u8, len, VRDMA_CM_REJECT_PDATA);
-			if (pdata && req->pdata_len)
-				memcpy(req->pdata, pdata, req->pdata_len);
-			ret = vrdma_cmd(dev, VRDMA_CMD_CM_REJECT, req, sizeof(*req), NULL, 0,
-					NULL, 0);
-			kfree(req);
-		} else {
-			ret = -ENOMEM;
-		}
+		ret = vrdma_reject(dev, conn->handle, pdata, len);
 	}
 	cm_id->provider_data = NULL;
+	list_del(&conn->node);
 	kfree(conn);
 	mutex_unlock(&dev->cm_lock);
 	return ret;
@@ -451,7 +502,7 @@ static int vrdma_iw_create_listen(struct iw_cm_id *cm_id, int backlog)
 		l->cm_id = cm_id;
 		ret = xa_insert(&dev->listens, l->handle, l, GFP_KERNEL);
 		if (ret)
-			vrdma_handle_cmd1(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle);
+			vrdma_handle_cmd(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle);
 	}
 	if (!ret) {
 		cm_id->provider_data = l;
@@ -474,7 +525,7 @@ static int vrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
 		return 0;
 	mutex_lock(&dev->cm_lock);
 	xa_erase(&dev->listens, l->handle);
-	vrdma_handle_cmd1(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle);
+	vrdma_handle_cmd(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle);
 	cm_id->provider_data = NULL;
 	mutex_unlock(&dev->cm_lock);
 	kfree(l);
@@ -505,7 +556,7 @@ int vrdma_cm_modify_qp(struct vrdma_dev *dev, struct vrdma_qp *qp,
 		mutex_lock(&dev->cm_lock);
 		if (qp->conn && qp->conn->established && !qp->conn->closing) {
 			qp->conn->closing = true;
-			ret = vrdma_handle_cmd1(dev, VRDMA_CMD_CM_DISCONNECT, qp->conn->handle);
+			ret = vrdma_handle_cmd(dev, VRDMA_CMD_CM_DISCONNECT, qp->conn->handle);
 		}
 		mutex_unlock(&dev->cm_lock);
 		if (attr->qp_state == IB_QPS_SQD && qp->conn)
@@ -520,6 +571,15 @@ void vrdma_cm_qp_destroy(struct vrdma_dev *dev, struct vrdma_qp *qp)
 
 	if (!dev->cm)
 		return;
+	/*
+	 * No new iw_cm reference from here: iw_get_qp skips a dying QP, and
+	 * iw_cm takes its reference in the same spinlocked section as the
+	 * lookup, which synchronize_rcu() waits out.
+	 */
+	xa_lock(&dev->qps);
+	qp->dying = true;
+	xa_unlock(&dev->qps);
+	synchronize_rcu();
 	/* The device ends the connection when the QP goes; tell iw_cm now,
 	 * so that it lets go of the QP before it is freed. */
 	mutex_lock(&dev->cm_lock);
@@ -555,6 +615,7 @@ int vrdma_cm_setup(struct vrdma_dev *dev)
 	xa_init(&dev->listens);
 	INIT_WORK(&dev->cm_work, vrdma_cm_work);
 	init_waitqueue_head(&dev->cm_wait);
+	INIT_LIST_HEAD(&dev->conn_list);
 	if (!dev->cm)
 		return 0;
 	dev->mac_gid_index = le32_to_cpu(dev->port.gid_tbl_len);
@@ -583,17 +644,16 @@ int vrdma_cm_setup(struct vrdma_dev *dev)
 
 void vrdma_cm_teardown(struct vrdma_dev *dev)
 {
-	struct vrdma_conn *conn;
+	struct vrdma_conn *conn, *next;
 	struct vrdma_listen *l;
 	unsigned long i;
 
 	cancel_work_sync(&dev->cm_work);
 	/* rdma_cm destroyed every id on the device before unregistering
-	 * returned; what is left are requests nobody took. */
-	xa_for_each(&dev->conns, i, conn) {
-		xa_erase(&dev->conns, i);
-		if (!conn->cm_id)
-			conn->gone = true;
+	 * returned: nothing refers to what is left (requests iw_cm dropped). */
+	list_for_each_entry_safe(conn, next, &dev->conn_list, node) {
+		list_del(&conn->node);
+		kfree(conn);
 	}
 	xa_for_each(&dev->listens, i, l)
 		kfree(xa_erase(&dev->listens, i));

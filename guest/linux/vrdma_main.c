@@ -252,6 +252,7 @@ static void vrdma_handle_event(struct vrdma_dev *dev, struct vrdma_event *ev)
 		break;
 	case VRDMA_EV_DEVICE_FATAL:
 		dev_err(&dev->vdev->dev, "device fatal event\n");
+		vrdma_cm_device_lost(dev);
 		if (!dev->registered)
 			break;
 		ibev.device = &dev->ib;
@@ -550,7 +551,7 @@ struct vrdma_qp *vrdma_qp_by_num(struct vrdma_dev *dev, u32 qpn)
 
 	xa_lock(&dev->qps);
 	xa_for_each(&dev->qps, i, qp)
-		if (qp->ibqp.qp_num == qpn)
+		if (qp->ibqp.qp_num == qpn && !qp->dying)
 			break;
 	xa_unlock(&dev->qps);
 	return qp;
@@ -567,7 +568,7 @@ static void vrdma_dealloc_ucontext(struct ib_ucontext *uctx)
 {
 }
 
-static int vrdma_handle_cmd(struct vrdma_dev *dev, u16 op, u32 handle)
+int vrdma_handle_cmd(struct vrdma_dev *dev, u16 op, u32 handle)
 {
 	struct vrdma_handle *h;
 	int ret;
@@ -1297,10 +1298,11 @@ static void vrdma_remove(struct virtio_device *vdev)
 	dev->registered = false;
 	cancel_work_sync(&dev->cfg_work);
 	ib_unregister_device(&dev->ib);
-	vrdma_cm_teardown(dev);
+	vrdma_cm_stop(dev);
 	virtio_reset_device(vdev);
 	cancel_work_sync(&dev->ev_work);
 	cancel_work_sync(&dev->cfg_work);
+	vrdma_cm_teardown(dev);
 	spin_lock_irqsave(&dev->db_lock, flags);
 	vrdma_db_reclaim(dev);
 	spin_unlock_irqrestore(&dev->db_lock, flags);
@@ -1330,6 +1332,7 @@ static void vrdma_cfg_work(struct work_struct *work)
 		dev_err(&vdev->dev, "generation changed %08x -> %08x\n",
 			dev->generation, gen);
 		dev->generation = gen;
+		vrdma_cm_device_lost(dev);
 		if (dev->registered)
 			ib_dispatch_event(&ibev);
 	}
