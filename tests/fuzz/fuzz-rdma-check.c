@@ -50,6 +50,10 @@ static void command(const uint8_t *buf, size_t len, const struct rdma_limits *li
 	struct vrdma_create_cq_req cq;
 	struct vrdma_create_qp_req qp;
 	struct vrdma_modify_qp_req mq;
+	struct vrdma_cm_connect_req cc;
+	struct vrdma_cm_listen_req cl;
+	struct vrdma_cm_accept_req ca;
+	struct vrdma_cm_reject_req cj;
 	uint32_t handle;
 	uint16_t gid;
 
@@ -98,7 +102,29 @@ static void command(const uint8_t *buf, size_t len, const struct rdma_limits *li
 	case VRDMA_CMD_DESTROY_CQ:
 	case VRDMA_CMD_QUERY_QP:
 	case VRDMA_CMD_DESTROY_QP:
+	case VRDMA_CMD_CM_DISCONNECT:
+	case VRDMA_CMD_CM_DESTROY_LISTEN:
 		(void)rdma_check_handle(&rq, &handle);
+		break;
+	case VRDMA_CMD_CM_CONNECT:
+		if (rdma_check_cm_connect(&rq, lim, &cc) == VRDMA_OK)
+			FUZZ_CHECK(cc.qp && cc.dst_port && cc.pdata_len <= sizeof(cc.pdata));
+		break;
+	case VRDMA_CMD_CM_LISTEN:
+		if (rdma_check_cm_listen(&rq, &cl) == VRDMA_OK)
+			FUZZ_CHECK(cl.port && cl.backlog && cl.backlog <= VRDMA_CM_MAX_BACKLOG);
+		break;
+	case VRDMA_CMD_CM_ACCEPT:
+		if (rdma_check_cm_accept(&rq, lim, &ca) == VRDMA_OK)
+			FUZZ_CHECK(ca.conn && ca.qp && ca.pdata_len <= sizeof(ca.pdata));
+		break;
+	case VRDMA_CMD_CM_REJECT:
+		if (rdma_check_cm_reject(&rq, &cj) == VRDMA_OK)
+			FUZZ_CHECK(cj.conn && cj.pdata_len <= sizeof(cj.pdata));
+		break;
+	case VRDMA_CMD_CM_GET_EVENT:
+		if (rdma_check_empty(&rq) == VRDMA_OK)
+			FUZZ_CHECK(rq.len == 0);
 		break;
 	default: /* QUERY_DEVICE, CREATE_PD: no payload, checked in rdma-ctrl.c */
 		break;
