@@ -71,7 +71,6 @@ int rdma_cm_init(struct rdma_dev *d)
 		d->cm_chan = NULL;
 		return r;
 	}
-	g_queue_init(&d->cm_events);
 	return 0;
 }
 
@@ -392,8 +391,6 @@ int rdma_cm_cmd_connect(struct rdma_dev *d, struct rdma_request *rq, struct vrdm
 
 	if (r)
 		return r;
-	if (!d->cm_chan)
-		return VRDMA_EOPNOTSUPP;
 	qp = rdma_table_get(&d->qps, q.qp);
 	if (!qp)
 		return VRDMA_ENOENT;
@@ -447,8 +444,6 @@ int rdma_cm_cmd_listen(struct rdma_dev *d, struct rdma_request *rq, struct vrdma
 
 	if (r)
 		return r;
-	if (!d->cm_chan)
-		return VRDMA_EOPNOTSUPP;
 	r = function_ipv4(d, ip);
 	if (r)
 		return r;

@@ -11,10 +11,10 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "device.h"
-#include "prom.h"
 #include <rdma/rdma_cma.h>
 
+#include "device.h"
+#include "prom.h"
 #include "rdma-internal.h"
 #include "util.h"
 
@@ -343,10 +343,9 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 		rdma_instance_free(d);
 		return r ? r : -ENOMEM;
 	}
-	/* Without the host's rdma_cm (no rdma_ucm), the device offers no
-	 * connection management; verbs work as before. */
-	if (rdma_cm_init(d))
-		d->cm_chan = NULL;
+	/* Without the host's rdma_cm (no rdma_ucm), cm_chan stays NULL: the
+	 * device offers no connection management; verbs work as before. */
+	(void)rdma_cm_init(d);
 	*ret_ops = (struct vu_device_ops){
 		.name = "rdma",
 		.max_queues = VRDMA_NUM_VQS,

@@ -277,17 +277,14 @@ static uint32_t guest_connect_to(struct rp_guest *g, const uint8_t ip[4], uint16
 
 static uint32_t guest_connect(struct rp_guest *g, const char *ip, uint16_t port, int *ret_status)
 {
-	struct vrdma_cm_connect_req q = { .qp = g->qp.handle, .dst_port = port, .ord = 1, .ird = 1,
-					  .pdata_len = 14 };
-	struct vrdma_handle h = { 0 };
+	uint8_t a[4];
 
-	assert_int_equal(inet_pton(AF_INET, ip, q.dst_ip), 1);
-	memcpy(q.pdata, "guest-connects", 14);
-	*ret_status = vgd_cmd(g->g, VRDMA_CMD_CM_CONNECT, &q, sizeof(q), &h, sizeof(h));
-	return h.handle;
+	assert_int_equal(inet_pton(AF_INET, ip, a), 1);
+	return guest_connect_to(g, a, port, ret_status);
 }
 
-static void guest_send_recv(struct rp_guest *g, uint8_t seed, bool we_send_first)
+/* Sends MSG_LEN bytes of pattern seed and waits for the completion. */
+static void guest_send(struct rp_guest *g, uint8_t seed)
 {
 	g_autofree uint8_t *b = g_malloc(MSG_LEN);
 	struct vrdma_cqe c;
@@ -295,14 +292,21 @@ static void guest_send_recv(struct rp_guest *g, uint8_t seed, bool we_send_first
 	for (size_t i = 0; i < MSG_LEN; i++)
 		b[i] = pattern(i, seed);
 	assert_int_equal(vgd_buf_write(g->g, &g->buf, 0, b, MSG_LEN), 0);
-	if (we_send_first) {
-		assert_int_equal(vgd_post_send(g->g, &g->qp, &(struct vgd_send){
-			.wr_id = 7, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED,
-			.num_sge = 1, .sge = { rp_guest_sge(g, 0, MSG_LEN) } }, 1, true), 0);
-		assert_int_equal(rp_guest_wait(g, &c), 0);
-		assert_int_equal(c.status, IBV_WC_SUCCESS);
-		assert_int_equal(c.wr_id, 7);
-	}
+	assert_int_equal(vgd_post_send(g->g, &g->qp, &(struct vgd_send){
+		.wr_id = 7, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED,
+		.num_sge = 1, .sge = { rp_guest_sge(g, 0, MSG_LEN) } }, 1, true), 0);
+	assert_int_equal(rp_guest_wait(g, &c), 0);
+	assert_int_equal(c.status, IBV_WC_SUCCESS);
+	assert_int_equal(c.wr_id, 7);
+}
+
+static void guest_send_recv(struct rp_guest *g, uint8_t seed, bool we_send_first)
+{
+	g_autofree uint8_t *b = g_malloc(MSG_LEN);
+	struct vrdma_cqe c;
+
+	if (we_send_first)
+		guest_send(g, seed);
 	/* The peer's answer (seed + 1), or its first message (seed). */
 	assert_int_equal(rp_guest_wait(g, &c), 0);
 	assert_int_equal(c.status, IBV_WC_SUCCESS);
@@ -400,19 +404,7 @@ static void test_guest_listens(void **state)
 	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_ACCEPT, &a, sizeof(a), NULL, 0), 0);
 	guest_send_recv(&g, 52, false);
 	/* Answer with seed + 1, as the peer expects. */
-	{
-		g_autofree uint8_t *b = g_malloc(MSG_LEN);
-		struct vrdma_cqe c;
-
-		for (size_t i = 0; i < MSG_LEN; i++)
-			b[i] = pattern(i, 53);
-		assert_int_equal(vgd_buf_write(g.g, &g.buf, 0, b, MSG_LEN), 0);
-		assert_int_equal(vgd_post_send(g.g, &g.qp, &(struct vgd_send){
-			.wr_id = 9, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED,
-			.num_sge = 1, .sge = { rp_guest_sge(&g, 0, MSG_LEN) } }, 1, true), 0);
-		assert_int_equal(rp_guest_wait(&g, &c), 0);
-		assert_int_equal(c.status, IBV_WC_SUCCESS);
-	}
+	guest_send(&g, 53);
 	guest_cm_event(&g, VRDMA_CM_EV_CLOSED, &e);
 	assert_int_equal(e.conn, a.conn);
 	peer_finish(&p);
