@@ -48,6 +48,8 @@ struct xport_mr {
 	uint32_t key;  /* rdma: rkey; tcp: random secret */
 	uint64_t base; /* what the peer addresses offset 0 as */
 	void *priv;    /* back end's (struct ibv_mr *) */
+	int file_fd;   /* xport_mr_reg_file(): our duplicate, else -1 */
+	uint64_t file_offset;
 };
 
 struct xport_listener_ops {
@@ -73,10 +75,11 @@ int xport_conn_fail(struct xport_conn *conn, int err);
  * Resolves a peer's (region, key, offset, len) to local memory, refusing
  * anything not registered with the needed access: -ENOENT (no such region),
  * -EKEYREJECTED (wrong key), -EACCES (access not granted), -ERANGE (outside).
+ * ret_mr (may be NULL) gets the region itself.
  */
 int xport_conn_resolve(struct xport_conn *conn, uint32_t region, uint32_t key,
 		       uint64_t offset, uint64_t len, unsigned access,
-		       void **ret_addr);
+		       void **ret_addr, struct xport_mr **ret_mr);
 uint32_t xport_random_u32(void);
 uint64_t xport_random_u64(void);
 

@@ -9,6 +9,15 @@
  * concurrent operations on one stream socket may interleave their bytes.
  * Sends are batched instead: whatever queued up while a send was in flight
  * leaves in the next sendmsg.
+ *
+ * A large WRITE into a region backed by a shmem file (xport_mr_reg_file())
+ * is received with splice: socket to a pipe (io_uring, so the wait stays on
+ * the ring), then pipe to the file at the right offset.  A recvmsg into the
+ * mapping would first fault in every new page and clear it, only to
+ * overwrite it; the file write allocates the page and fills it in one pass,
+ * and the socket-to-pipe step moves page references, not bytes.  On a
+ * destination whose guest RAM is still empty that halves the cost of a
+ * received byte.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +29,9 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -34,6 +45,8 @@
 #define POLL_ROUNDS 4            /* submit/reap rounds one xport_poll() may take */
 #define CLOSE_DRAIN_MS 2000
 #define MAX_PENDING_SOCKETS 256u /* accepted sockets not yet part of a connection */
+#define SPLICE_MIN_BYTES (64u << 10) /* smaller WRITEs: recvmsg into the mapping */
+#define SPLICE_PIPE_BYTES (1u << 20) /* asked for; the kernel may give less */
 
 /* READ tags carry the request's slot index in their low 16 bits. */
 _Static_assert(XPORT_MAX_CHANNELS * XPORT_MAX_DEPTH <= 65536, "READ tag slot index");
@@ -42,9 +55,10 @@ enum ud_kind { UD_RX = 1, UD_TX, UD_CANCEL };
 
 enum tx_state { TX_QUEUED, TX_SENDING, TX_SENT };
 enum rd_state { RD_NONE, RD_WAIT, RD_RECEIVING, RD_DONE };
-enum rx_state { RX_HEADER, RX_PAYLOAD, RX_STALLED };
+enum rx_state { RX_HEADER, RX_PAYLOAD, RX_SPLICE, RX_STALLED };
 
-#define RX_WAIT 1 /* rx_dispatch(): the frame needs a buffer or slot first */
+#define RX_WAIT 1   /* rx_dispatch(): the frame needs a buffer or slot first */
+#define RX_SPLICE_GO 2 /* rx_dispatch(): the payload goes by splice */
 
 /*
  * One frame to transmit: a request the caller posted (send_depth slots per
@@ -105,6 +119,14 @@ struct tcp_chan {
 	void **bufs;             /* recv_depth buffers of max_msg, allocated on first use */
 	unsigned *free_bufs;
 	unsigned nfree_bufs;
+
+	/* RX_SPLICE: the WRITE payload goes socket -> pipe -> splice_fd. */
+	int pipe[2];          /* created on first use; -1 until then */
+	uint32_t pipe_bytes;  /* its capacity */
+	int splice_fd;        /* the region's file (owned by the region) */
+	uint64_t splice_off;  /* file offset of the next payload byte */
+	uint32_t splice_left; /* payload bytes not yet taken from the socket */
+	uint32_t in_pipe;     /* bytes in the pipe: the op in flight writes them out */
 };
 
 struct tcp_comp {
@@ -137,6 +159,9 @@ struct tcp_conn {
 	struct comp_fifo fifo;
 	struct lent_buf *lent; /* RECV buffers handed out by the last poll */
 	unsigned nlent;
+	/* Spliced WRITEs: one pipe-to-file step at a time (see splice_arm()). */
+	struct tcp_chan *file_writer;
+	uint32_t file_waiters; /* channels whose pipe waits for their turn */
 	struct tcp_chan chan[XPORT_MAX_CHANNELS];
 };
 
@@ -625,16 +650,42 @@ static void rx_expect_payload(struct tcp_chan *ch, const struct iovec *iov,
 	msg_init(&ch->rx_msg, ch->rx_iov, k);
 }
 
+/* 0, or -errno when no pipe can be had (the caller receives without one). */
+static int chan_pipe(struct tcp_chan *ch)
+{
+	int size;
+
+	if (ch->pipe[0] >= 0)
+		return 0;
+	if (pipe2(ch->pipe, O_CLOEXEC) < 0) {
+		ch->pipe[0] = ch->pipe[1] = -1;
+		return -errno;
+	}
+	/* Best effort: a smaller pipe only means more splices per WRITE. */
+	size = fcntl(ch->pipe[1], F_SETPIPE_SZ, (int)SPLICE_PIPE_BYTES);
+	if (size < 0)
+		size = fcntl(ch->pipe[1], F_GETPIPE_SZ);
+	ch->pipe_bytes = size > 0 ? (uint32_t)size : 4096u;
+	return 0;
+}
+
 static int rx_write(struct tcp_chan *ch)
 {
 	const struct xport_frame *f = &ch->frame;
+	struct xport_mr *mr;
 	struct iovec iov;
 	void *addr;
 	int r = xport_conn_resolve(&ch->tc->base, f->region, f->key, f->offset, f->len,
-				   XPORT_ACCESS_REMOTE_WRITE, &addr);
+				   XPORT_ACCESS_REMOTE_WRITE, &addr, &mr);
 
 	if (r < 0)
 		return r;
+	if (mr->file_fd >= 0 && f->len >= SPLICE_MIN_BYTES && chan_pipe(ch) == 0) {
+		ch->splice_fd = mr->file_fd;
+		ch->splice_off = mr->file_offset + f->offset; /* in the file: checked at reg */
+		ch->splice_left = f->len;
+		return RX_SPLICE_GO;
+	}
 	/* Straight into the region: the frame was checked, no staging copy. */
 	iov = (struct iovec){ addr, f->len };
 	rx_expect_payload(ch, &iov, 1);
@@ -697,7 +748,7 @@ static int rx_read_req(struct tcp_chan *ch)
 	if (!ch->free_resps)
 		return RX_WAIT;
 	r = xport_conn_resolve(&ch->tc->base, f->region, f->key, f->offset, f->len,
-			       XPORT_ACCESS_REMOTE_READ, &addr);
+			       XPORT_ACCESS_REMOTE_READ, &addr, NULL);
 	if (r < 0)
 		return r;
 	resp_queue(ch, addr);
@@ -780,6 +831,98 @@ static void rx_frame_done(struct tcp_chan *ch)
 	}
 }
 
+_Static_assert(XPORT_MAX_CHANNELS <= 32, "file_waiters is a 32-bit mask");
+
+/*
+ * One step of a spliced WRITE: socket to pipe (as much of the payload as is
+ * there, up to a pipeful), or pipe to file (what the pipe holds).  Both go
+ * through the ring, which runs splices on io-wq threads: while one channel
+ * fills the file, the others fill their pipes.  Pipe-to-file steps take
+ * turns: a shmem write holds the file's lock, so concurrent ones would only
+ * spin on it, burning CPU the sender could use.
+ */
+static void splice_arm(struct tcp_chan *ch)
+{
+	struct tcp_conn *tc = ch->tc;
+	struct io_uring_sqe *sqe;
+
+	if (tc->killed)
+		return;
+	if (ch->in_pipe) {
+		if (tc->file_writer && tc->file_writer != ch) {
+			tc->file_waiters |= 1u << ch->index;
+			return;
+		}
+		tc->file_writer = ch;
+	}
+	sqe = get_sqe(tc);
+	if (!sqe) {
+		conn_kill(ch->tc, -EBUSY);
+		return;
+	}
+	if (ch->in_pipe)
+		io_uring_prep_splice(sqe, ch->pipe[0], -1, ch->splice_fd,
+				     (int64_t)ch->splice_off, ch->in_pipe, 0);
+	else
+		io_uring_prep_splice(sqe, ch->fd, -1, ch->pipe[1], -1,
+				     MIN(ch->splice_left, ch->pipe_bytes), 0);
+	io_uring_sqe_set_data64(sqe, ud_pack(UD_RX, ch->index, 0));
+	ch->rx_busy = true;
+}
+
+/* The file is free again: the next waiting channel, round robin, gets it. */
+static void file_writer_done(struct tcp_conn *tc, unsigned after)
+{
+	unsigned n = tc->base.channels;
+
+	tc->file_writer = NULL;
+	for (unsigned k = 1; k <= n && tc->file_waiters; k++) {
+		unsigned i = (after + k) % n;
+
+		if (tc->file_waiters & (1u << i)) {
+			tc->file_waiters &= ~(1u << i);
+			splice_arm(&tc->chan[i]);
+			return;
+		}
+	}
+}
+
+static void rx_frame_done(struct tcp_chan *ch);
+static void rx_expect_header(struct tcp_chan *ch);
+
+static void splice_cqe(struct tcp_chan *ch, int res)
+{
+	if (res == -EINTR || res == -EAGAIN) {
+		splice_arm(ch);
+		return;
+	}
+	if (ch->in_pipe) {
+		/* Pipe to file: 0 would mean the file took nothing. */
+		if (res <= 0 || (uint32_t)res > ch->in_pipe) {
+			conn_kill(ch->tc, res < 0 ? res : -EIO);
+			return;
+		}
+		ch->in_pipe -= (uint32_t)res;
+		ch->splice_off += (uint32_t)res;
+		if (!ch->in_pipe)
+			file_writer_done(ch->tc, ch->index);
+	} else {
+		/* Socket to pipe: 0 is the peer's end of stream. */
+		if (res <= 0 || (uint32_t)res > ch->splice_left) {
+			conn_kill(ch->tc, res <= 0 ? sock_error(res) : -EIO);
+			return;
+		}
+		ch->in_pipe = (uint32_t)res;
+		ch->splice_left -= (uint32_t)res;
+	}
+	if (ch->in_pipe || ch->splice_left) {
+		splice_arm(ch);
+		return;
+	}
+	rx_frame_done(ch);
+	rx_expect_header(ch);
+}
+
 /* Carries out a decoded frame as far as buffers allow. */
 static void rx_run(struct tcp_chan *ch)
 {
@@ -791,6 +934,11 @@ static void rx_run(struct tcp_chan *ch)
 	}
 	if (r == RX_WAIT) {
 		ch->rx = RX_STALLED;
+		return;
+	}
+	if (r == RX_SPLICE_GO) {
+		ch->rx = RX_SPLICE;
+		splice_arm(ch);
 		return;
 	}
 	if (ch->rx_msg.msg_iovlen) {
@@ -815,6 +963,10 @@ static void rx_cqe(struct tcp_chan *ch, int res)
 	ch->rx_busy = false;
 	if (tc->killed)
 		return;
+	if (ch->rx == RX_SPLICE) {
+		splice_cqe(ch, res);
+		return;
+	}
 	if (res == -EINTR || res == -EAGAIN) {
 		rx_arm(ch);
 		return;
@@ -1061,7 +1213,18 @@ static int tcp_send_copy(struct xport_conn *conn, unsigned channel,
 
 static int tcp_mr_reg(struct xport_conn *conn, struct xport_mr *mr)
 {
+	struct statfs sfs;
+
 	(void)conn;
+	/*
+	 * Splice into a file goes through its write path: shmem's fills a new
+	 * page without clearing it first.  Other files (hugetlbfs has no write
+	 * path at all) are written through the mapping as before.
+	 */
+	if (mr->file_fd >= 0 && (fstatfs(mr->file_fd, &sfs) < 0 || sfs.f_type != TMPFS_MAGIC)) {
+		close(mr->file_fd);
+		mr->file_fd = -1;
+	}
 	/* The key is the only secret between a peer and the region: never 0. */
 	do
 		mr->key = xport_random_u32();
@@ -1113,7 +1276,8 @@ static void tcp_mr_dereg(struct xport_mr *mr)
 	for (unsigned i = 0; i < tc->base.channels; i++) {
 		const struct tcp_chan *ch = &tc->chan[i];
 
-		if (ch->rx_busy && ch->rx == RX_PAYLOAD &&
+		/* A splice in progress writes through the region's fd, closed next. */
+		if (((ch->rx_busy && ch->rx == RX_PAYLOAD) || ch->rx == RX_SPLICE) &&
 		    (ch->frame.op == XPORT_FRAME_WRITE ||
 		     ch->frame.op == XPORT_FRAME_WRITE_IMM) &&
 		    ch->frame.region == mr->id) {
@@ -1139,6 +1303,9 @@ static void conn_free(struct tcp_conn *tc)
 
 		if (ch->fd >= 0)
 			close(ch->fd);
+		for (unsigned j = 0; j < 2; j++)
+			if (ch->pipe[j] >= 0)
+				close(ch->pipe[j]);
 		for (unsigned j = 0; ch->bufs && j < depth; j++)
 			g_free(ch->bufs[j]);
 		g_free(ch->bufs);
@@ -1315,8 +1482,10 @@ static int conn_create(const struct xport_opts *opts, int *fds,
 		return -ENOMEM;
 	xport_conn_init(&tc->base, &tcp_conn_ops, opts, XPORT_KIND_TCP);
 	conn_params(tc, peer);
-	for (unsigned i = 0; i < XPORT_MAX_CHANNELS; i++)
+	for (unsigned i = 0; i < XPORT_MAX_CHANNELS; i++) {
 		tc->chan[i].fd = -1;
+		tc->chan[i].pipe[0] = tc->chan[i].pipe[1] = -1;
+	}
 	r = conn_alloc(tc);
 	if (r < 0)
 		goto out_free_conn;

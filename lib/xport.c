@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 /* Front of the transport: argument checks once, then the back end's ops. */
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 #include "xport-internal.h"
@@ -227,8 +230,9 @@ uint64_t xport_random_u64(void)
 	return v;
 }
 
-int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
-		 unsigned access, struct xport_mr **ret_mr)
+int xport_mr_reg_file(struct xport_conn *conn, void *addr, size_t len,
+		      unsigned access, int fd, uint64_t fd_offset,
+		      struct xport_mr **ret_mr)
 {
 	struct xport_mr *mr;
 	int r;
@@ -244,6 +248,24 @@ int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
 	if (conn->regions->len >= UINT32_MAX - 1)
 		return -ENOSPC;
 	mr = g_new0(struct xport_mr, 1);
+	mr->file_fd = -1;
+	if (fd >= 0) {
+		struct stat st;
+
+		/* The file must hold the whole region, or a write would grow it. */
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
+		    !range_within(fd_offset, len, (uint64_t)st.st_size)) {
+			g_free(mr);
+			return -EINVAL;
+		}
+		mr->file_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (mr->file_fd < 0) {
+			r = -errno;
+			g_free(mr);
+			return r;
+		}
+		mr->file_offset = fd_offset;
+	}
 	mr->conn = conn;
 	mr->addr = addr;
 	mr->len = len;
@@ -251,6 +273,8 @@ int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
 	mr->id = conn->regions->len + 1;
 	r = conn->ops->mr_reg(conn, mr);
 	if (r < 0) {
+		if (mr->file_fd >= 0)
+			close(mr->file_fd);
 		g_free(mr);
 		return r;
 	}
@@ -260,12 +284,20 @@ int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
 	return 0;
 }
 
+int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
+		 unsigned access, struct xport_mr **ret_mr)
+{
+	return xport_mr_reg_file(conn, addr, len, access, -1, 0, ret_mr);
+}
+
 void xport_mr_dereg(struct xport_mr *mr)
 {
 	if (!mr)
 		return;
 	g_ptr_array_index(mr->conn->regions, mr->id - 1) = NULL;
 	mr->conn->ops->mr_dereg(mr);
+	if (mr->file_fd >= 0)
+		close(mr->file_fd);
 	g_free(mr);
 }
 
@@ -311,7 +343,7 @@ int xport_remote_import(const struct xport_conn *conn, const void *desc,
 
 int xport_conn_resolve(struct xport_conn *conn, uint32_t region, uint32_t key,
 		       uint64_t offset, uint64_t len, unsigned access,
-		       void **ret_addr)
+		       void **ret_addr, struct xport_mr **ret_mr)
 {
 	struct xport_mr *mr;
 
@@ -328,6 +360,8 @@ int xport_conn_resolve(struct xport_conn *conn, uint32_t region, uint32_t key,
 	if (!range_within(offset, len, mr->len))
 		return -ERANGE;
 	*ret_addr = (uint8_t *)mr->addr + offset;
+	if (ret_mr)
+		*ret_mr = mr;
 	return 0;
 }
 

@@ -109,6 +109,17 @@ enum {
 
 int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
 		 unsigned access, struct xport_mr **ret_mr);
+/*
+ * As xport_mr_reg(), for memory that is also the bytes [fd_offset,
+ * fd_offset + len) of the file fd, mapped shared at addr (a memfd holding
+ * guest RAM).  tcp then lands large incoming WRITEs through the file: a
+ * page the file does not have yet is allocated by the write itself, not
+ * first faulted in and cleared through the mapping.  fd is duplicated; the
+ * caller keeps its own.
+ */
+int xport_mr_reg_file(struct xport_conn *conn, void *addr, size_t len,
+		      unsigned access, int fd, uint64_t fd_offset,
+		      struct xport_mr **ret_mr);
 void xport_mr_dereg(struct xport_mr *mr);
 void *xport_mr_addr(const struct xport_mr *mr);
 size_t xport_mr_len(const struct xport_mr *mr);

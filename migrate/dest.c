@@ -167,8 +167,10 @@ static int offer_regions(struct dest *d)
 	for (unsigned bi = 0; bi < d->owner->nblocks; bi++) {
 		struct owner_ram_block *ram = &d->owner->blocks[bi];
 		struct peer_msg m = { .type = PEER_MSG_REGION, .u.region.index = bi };
-		int r = xport_mr_reg(d->conn, ram->addr, ram->info.size,
-				     XPORT_ACCESS_REMOTE_WRITE, &d->mrs[bi]);
+		/* With the file, tcp fills new pages through it: see xport_mr_reg_file(). */
+		int r = xport_mr_reg_file(d->conn, ram->addr, ram->info.size,
+					  XPORT_ACCESS_REMOTE_WRITE, ram->fd, ram->info.offset,
+					  &d->mrs[bi]);
 
 		if (r < 0)
 			return fail(d, MIG_FAIL_SETUP, r);

@@ -91,6 +91,8 @@ static int receive_block(struct owner_session *s, unsigned index, int timeout_ms
 	r = map_checked(fd, b->info.offset, b->info.size, prot, 0, &b->addr);
 	if (r < 0)
 		return r;
+	/* Kept: the source finds holes with it, the destination writes through it. */
+	b->fd = g_steal_fd(&fd);
 	s->ram_bytes += b->info.size;
 	return 0;
 }
@@ -154,6 +156,8 @@ int owner_session_open(const char *path, enum owner_role role, int timeout_ms,
 	int r;
 
 	s->role = role;
+	for (unsigned i = 0; i < OWNER_MAX_BLOCKS; i++)
+		s->blocks[i].fd = -1;
 	s->sock = connect_owner(path);
 	if (s->sock < 0) {
 		r = s->sock;
@@ -220,9 +224,12 @@ void owner_session_close(struct owner_session *s)
 {
 	if (!s)
 		return;
-	for (unsigned i = 0; i < s->nblocks; i++)
+	for (unsigned i = 0; i < s->nblocks; i++) {
 		if (s->blocks[i].addr)
 			munmap(s->blocks[i].addr, s->blocks[i].info.size);
+		if (s->blocks[i].fd >= 0)
+			close(s->blocks[i].fd);
+	}
 	if (s->bitmap)
 		munmap(s->bitmap, s->bitmap_size);
 	if (s->sock >= 0)

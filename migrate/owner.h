@@ -16,6 +16,7 @@
 struct owner_ram_block {
 	struct owner_block info;
 	uint8_t *addr;
+	int fd;          /* the file mapped at addr (from info.offset), -1 if none */
 	size_t npages;
 	uint64_t *dirty; /* source: this block's words in the shared bitmap */
 };

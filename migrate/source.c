@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "bitmap.h"
@@ -276,24 +277,74 @@ static int send_pages(struct source *s, unsigned bi, size_t first, size_t n)
 	return send_range(s, bi, first * ps, n * ps);
 }
 
-/* Round 0: every page except the zero ones (the destination starts zeroed). */
+/*
+ * The first page at or after p that the file may hold data for, by the
+ * file's own map of its holes (shmem keeps one).  A hole reads as zero, and
+ * reading it through the mapping would allocate and clear a page for
+ * nothing.  npages if only holes are left; p when the file cannot tell.
+ */
+static size_t next_data_page(const struct owner_ram_block *ram, size_t p)
+{
+	off_t from = (off_t)(ram->info.offset + p * ram->info.page_size), off;
+
+	if (ram->fd < 0)
+		return p;
+	off = lseek(ram->fd, from, SEEK_DATA);
+	if (off < 0)
+		return errno == ENXIO ? ram->npages : p;
+	if (off <= from)
+		return p;
+	/* Round down: a page that is only partly a hole may hold data. */
+	return MIN((size_t)((uint64_t)(off - (off_t)ram->info.offset) / ram->info.page_size),
+		   ram->npages);
+}
+
+/* The page after the data that starts at page p: where the next hole is. */
+static size_t data_end_page(const struct owner_ram_block *ram, size_t p)
+{
+	uint64_t ps = ram->info.page_size;
+	off_t from = (off_t)(ram->info.offset + p * ps), off;
+
+	if (ram->fd < 0)
+		return ram->npages;
+	off = lseek(ram->fd, from, SEEK_HOLE);
+	if (off <= from)
+		return ram->npages;
+	/* Round up: a page that is only partly data is data. */
+	return MIN((size_t)(((uint64_t)(off - (off_t)ram->info.offset) + ps - 1) / ps),
+		   ram->npages);
+}
+
+/*
+ * Round 0: every page except the zero ones (the destination starts zeroed).
+ * Holes are skipped without being read; a page the guest writes after its
+ * hole was skipped is in the dirty log, which runs already.
+ */
 static int send_all_nonzero(struct source *s)
 {
 	for (unsigned bi = 0; bi < s->nblocks; bi++) {
 		struct owner_ram_block *ram = s->blocks[bi].ram;
-		size_t ps = ram->info.page_size, p = 0;
+		size_t ps = ram->info.page_size, p = 0, data_end = 0;
 
 		while (p < ram->npages) {
 			size_t start;
 			int r;
 
+			if (p >= data_end) {
+				start = p;
+				p = next_data_page(ram, p);
+				s->st->duplicate += p - start;
+				if (p >= ram->npages)
+					break;
+				data_end = MAX(data_end_page(ram, p), p + 1);
+			}
 			if (page_is_zero(ram->addr + p * ps, ps)) {
 				s->st->duplicate++;
 				p++;
 				continue;
 			}
 			start = p;
-			while (p < ram->npages && p - start < MAX_RUN_PAGES &&
+			while (p < data_end && p - start < MAX_RUN_PAGES &&
 			       !page_is_zero(ram->addr + p * ps, ps))
 				p++;
 			r = send_pages(s, bi, start, p - start);

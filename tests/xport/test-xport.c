@@ -11,6 +11,11 @@
  *                the peer writes outside the region it was given: refused,
  *                the connection ends with an error, receiver memory unchanged
  *
+ * --file: every region the peer writes to is a memfd's bytes, at an offset
+ * that is not page aligned and between guard bytes, registered with
+ * xport_mr_reg_file(); the writes include large ones, which tcp receives by
+ * splicing into the file.  Guards are checked wherever the region is.
+ *
  * The server runs in a forked child; the parent is the client unless the
  * scenario says otherwise.  --serve / --connect run one side only, so the
  * two sides can sit in different network namespaces.
@@ -43,6 +48,7 @@ static const char *scenario = "roundtrip";
 static enum xport_kind kind = XPORT_KIND_TCP;
 static unsigned channels = 1;
 static const char *addr;
+static bool file_backed;
 
 #define FAIL(...)                                                         \
 	do {                                                              \
@@ -94,6 +100,49 @@ static void *alloc_region(size_t len, uint8_t fill)
 		FAIL("mmap %zu: %s", len, strerror(errno));
 	memset(p, fill, len);
 	return p;
+}
+
+/*
+ * Where the peer writes: an anonymous mapping, or with --file a memfd's
+ * bytes [offset, offset + len), guard bytes on both sides.
+ */
+struct sink {
+	uint8_t *map, *region;
+	size_t map_len, len, offset;
+	int fd;
+};
+
+#define FILE_GUARD (3 * 4096 + 100) /* not page aligned, on purpose */
+
+static struct sink alloc_sink(size_t len, uint8_t fill)
+{
+	struct sink k = { .len = len, .fd = -1 };
+
+	if (!file_backed) {
+		k.map = k.region = alloc_region(len, fill);
+		k.map_len = len;
+		return k;
+	}
+	k.offset = FILE_GUARD;
+	k.map_len = len + 2 * FILE_GUARD;
+	k.fd = memfd_create("test-xport-sink", MFD_CLOEXEC);
+	if (k.fd < 0 || ftruncate(k.fd, (off_t)k.map_len) < 0)
+		FAIL("memfd of %zu bytes: %s", k.map_len, strerror(errno));
+	k.map = mmap(NULL, k.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, k.fd, 0);
+	if (k.map == MAP_FAILED)
+		FAIL("mmap memfd: %s", strerror(errno));
+	memset(k.map, GUARD_BYTE, k.map_len);
+	k.region = k.map + k.offset;
+	memset(k.region, fill, len);
+	return k;
+}
+
+/* The bytes around the region (the file's, with --file) are untouched. */
+static void check_guards(const struct sink *k)
+{
+	for (size_t i = 0; i < k->map_len; i++)
+		if ((i < k->offset || i >= k->offset + k->len) && k->map[i] != GUARD_BYTE)
+			FAIL("byte %zu of the file outside the region changed", i);
 }
 
 static void opts_for_test(struct xport_opts *o)
@@ -314,6 +363,29 @@ static struct xport_mr *reg(struct xport_conn *c, void *p, size_t len, unsigned 
 	return mr;
 }
 
+static struct xport_mr *reg_sink(struct xport_conn *c, const struct sink *k)
+{
+	struct xport_mr *mr;
+	int r = xport_mr_reg_file(c, k->region, k->len, XPORT_ACCESS_REMOTE_WRITE, k->fd,
+				  k->offset, &mr);
+
+	if (r < 0)
+		FAIL("register %zu bytes (fd %d at %zu): %s", k->len, k->fd, k->offset,
+		     strerror(-r));
+	return mr;
+}
+
+/*
+ * Bytes in the roundtrip's i-th WRITE: 32 KiB pieces, or with --file large
+ * ones (spliced on tcp) between small ones (received into the mapping).
+ */
+static uint32_t piece_len(unsigned i)
+{
+	if (!file_backed)
+		return CHUNK / 2;
+	return i % 2 ? 8 << 10 : (200u << 10) + 100;
+}
+
 /* ---- roundtrip ---- */
 
 #define SEED_WRITE 11
@@ -322,7 +394,8 @@ static struct xport_mr *reg(struct xport_conn *c, void *p, size_t len, unsigned 
 
 static void roundtrip_server(struct server *s)
 {
-	uint8_t *wbuf = alloc_region(REGION_SIZE, 0);
+	struct sink sink = alloc_sink(REGION_SIZE, 0);
+	uint8_t *wbuf = sink.region;
 	uint8_t *rbuf = alloc_region(REGION_SIZE, 0);
 	struct xport_mr *mrs[2];
 	unsigned imms = 0;
@@ -330,7 +403,7 @@ static void roundtrip_server(struct server *s)
 
 	accept_one(s);
 	fill_pattern(rbuf, REGION_SIZE, SEED_READ);
-	mrs[0] = reg(s->conn, wbuf, REGION_SIZE, XPORT_ACCESS_REMOTE_WRITE);
+	mrs[0] = reg_sink(s->conn, &sink);
 	mrs[1] = reg(s->conn, rbuf, REGION_SIZE, XPORT_ACCESS_REMOTE_READ);
 	send_descs(s->conn, mrs, 2);
 
@@ -354,6 +427,7 @@ static void roundtrip_server(struct server *s)
 
 				if (bad >= 0)
 					FAIL("written region differs at byte %ld", bad);
+				check_guards(&sink);
 				send_msg(s->conn, "W-OK", 4);
 			}
 		} else if (m.comp.op == XPORT_OP_RECV) {
@@ -401,14 +475,12 @@ static void roundtrip_client(struct xport_conn *c)
 	 * scatter lists in batches; its last piece is a WRITE_WITH_IMM.
 	 */
 	for (unsigned k = 0; k < channels; k++) {
-		for (uint32_t off = 0; off < share; off += CHUNK / 2) {
+		uint32_t len;
+
+		for (uint32_t off = 0, i = 0; off < share; off += len, i++) {
 			uint32_t at = k * share + off;
-			uint32_t len = MIN(CHUNK / 2, share - off);
-			bool last = off + len >= share;
-			struct xport_sge sg[2] = {
-				{ .mr = src_mr, .offset = at, .len = len / 2 },
-				{ .mr = src_mr, .offset = at + len / 2, .len = len - len / 2 },
-			};
+			bool last = off + piece_len(i) >= share;
+			struct xport_sge sg[2];
 			struct xport_wr wr = {
 				.op = last ? XPORT_OP_WRITE_IMM : XPORT_OP_WRITE,
 				.channel = k,
@@ -418,6 +490,11 @@ static void roundtrip_client(struct xport_conn *c)
 				.imm = 0x1000 + k,
 			};
 
+			len = MIN(piece_len(i), share - off);
+			sg[0] = (struct xport_sge){ .mr = src_mr, .offset = at, .len = len / 2 };
+			sg[1] = (struct xport_sge){
+				.mr = src_mr, .offset = at + len / 2, .len = len - len / 2,
+			};
 			post_wr(c, &wr);
 		}
 	}
@@ -472,11 +549,11 @@ static void roundtrip_client(struct xport_conn *c)
 /* Receives writes forever (until killed), announcing its region first. */
 static void sink_server(struct server *s)
 {
-	uint8_t *buf = alloc_region(REGION_SIZE, 0);
+	struct sink sink = alloc_sink(REGION_SIZE, 0);
 	struct xport_mr *mr;
 
 	accept_one(s);
-	mr = reg(s->conn, buf, REGION_SIZE, XPORT_ACCESS_REMOTE_WRITE);
+	mr = reg_sink(s->conn, &sink);
 	send_descs(s->conn, &mr, 1);
 	for (;;) {
 		struct msg m;
@@ -568,7 +645,7 @@ static void kill_client_scenario(void)
 	struct server s = { 0 };
 	struct rendezvous rv;
 	int64_t killed_at;
-	uint8_t *buf;
+	struct sink sink;
 	struct xport_mr *mr;
 	unsigned got = 0;
 	pid_t pid;
@@ -583,8 +660,8 @@ static void kill_client_scenario(void)
 	}
 	listen_any(&s, &rv);
 	accept_one(&s);
-	buf = alloc_region(REGION_SIZE, 0);
-	mr = reg(s.conn, buf, REGION_SIZE, XPORT_ACCESS_REMOTE_WRITE);
+	sink = alloc_sink(REGION_SIZE, 0);
+	mr = reg_sink(s.conn, &sink);
 	send_descs(s.conn, &mr, 1);
 	for (;;) {
 		struct msg m;
@@ -610,6 +687,7 @@ static void kill_client_scenario(void)
 		}
 	}
 	waitpid(pid, NULL, 0);
+	check_guards(&sink);
 	xport_conn_close(s.conn);
 }
 
@@ -643,7 +721,8 @@ static void hostile_scenario(void)
 		struct xport_conn *c = connect_to(addr, await_port(&rv));
 		uint8_t *src = alloc_region(zone, 0xEE);
 		struct xport_mr *mr = reg(c, src, zone, XPORT_ACCESS_LOCAL);
-		struct xport_sge sg = { .mr = mr, .offset = 0, .len = 4096 };
+		/* With --file, large enough that tcp would splice it. */
+		struct xport_sge sg = { .mr = mr, .offset = 0, .len = file_backed ? zone : 4096 };
 		struct xport_remote rem;
 		struct xport_wr wr = {
 			.op = XPORT_OP_WRITE, .flags = XPORT_F_SIGNAL, .sg = &sg, .nsg = 1,
@@ -680,15 +759,21 @@ static void hostile_scenario(void)
 		_exit(0);
 	}
 	{
-		uint8_t *all = alloc_region(3 * zone, GUARD_BYTE);
-		uint8_t *region = all + zone;
+		/* With --file the guard zones are the file's bytes around it. */
+		struct sink sink = file_backed ? alloc_sink(zone, REGION_BYTE) : (struct sink){ 0 };
+		uint8_t *all = file_backed ? NULL : alloc_region(3 * zone, GUARD_BYTE);
+		uint8_t *region = file_backed ? sink.region : all + zone;
 		struct xport_mr *mr;
 		int status, r;
 
-		memset(region, REGION_BYTE, zone);
+		if (!file_backed) {
+			memset(region, REGION_BYTE, zone);
+			sink = (struct sink){ .map = all, .region = region, .map_len = 3 * zone,
+					      .len = zone, .offset = zone, .fd = -1 };
+		}
 		listen_any(&s, &rv);
 		accept_one(&s);
-		mr = reg(s.conn, region, zone, XPORT_ACCESS_REMOTE_WRITE);
+		mr = reg_sink(s.conn, &sink);
 		send_descs(s.conn, &mr, 1);
 		for (;;) {
 			struct msg m;
@@ -704,12 +789,10 @@ static void hostile_scenario(void)
 		 * case names (rdma: the device refuses, with its own NAK). */
 		if (kind == XPORT_KIND_TCP && r != -hostile_errno())
 			FAIL("refused with %s, want %s", strerror(-r), strerror(hostile_errno()));
-		for (size_t i = 0; i < 3 * zone; i++) {
-			uint8_t want = i >= zone && i < 2 * zone ? REGION_BYTE : GUARD_BYTE;
-
-			if (all[i] != want)
-				FAIL("receiver memory changed at byte %zu of the mapping", i);
-		}
+		for (size_t i = 0; i < zone; i++)
+			if (region[i] != REGION_BYTE)
+				FAIL("receiver memory changed at byte %zu of the region", i);
+		check_guards(&sink);
 		waitpid(pid, &status, 0);
 		if (!WIFEXITED(status) || WEXITSTATUS(status))
 			FAIL("hostile client side failed (status %d)", status);
@@ -744,7 +827,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: test-xport [--transport rdma|tcp] [--scenario NAME] [--channels N]\n"
-		"                  [--addr ADDR] [--serve PORT | --connect HOST:PORT]\n"
+		"                  [--file] [--addr ADDR] [--serve PORT | --connect HOST:PORT]\n"
 		"Scenarios: roundtrip kill-server kill-client hostile-range hostile-key\n"
 		"           hostile-below hostile-unknown-id\n"
 		"The address defaults to $VRDMA_RXE_ADDR_A or 127.0.0.1.\n");
@@ -759,6 +842,7 @@ int main(int argc, char **argv)
 		{ "addr", required_argument, NULL, 'a' },
 		{ "serve", required_argument, NULL, 'S' },
 		{ "connect", required_argument, NULL, 'C' },
+		{ "file", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -778,6 +862,7 @@ int main(int argc, char **argv)
 		case 'a': addr = optarg; break;
 		case 'S': serve = optarg; break;
 		case 'C': connect = optarg; break;
+		case 'f': file_backed = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -827,7 +912,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	printf("PASS %s %s (%u channel%s)\n", xport_kind_name(kind), scenario,
-	       channels, channels > 1 ? "s" : "");
+	printf("PASS %s %s (%u channel%s%s)\n", xport_kind_name(kind), scenario,
+	       channels, channels > 1 ? "s" : "", file_backed ? ", file-backed sinks" : "");
 	return 0;
 }
