@@ -234,6 +234,7 @@ int xport_mr_reg_file(struct xport_conn *conn, void *addr, size_t len,
 		      unsigned access, int fd, uint64_t fd_offset,
 		      struct xport_mr **ret_mr)
 {
+	_cleanup_(closep) int file_fd = -1;
 	struct xport_mr *mr;
 	int r;
 
@@ -247,25 +248,20 @@ int xport_mr_reg_file(struct xport_conn *conn, void *addr, size_t len,
 		return -EINVAL;
 	if (conn->regions->len >= UINT32_MAX - 1)
 		return -ENOSPC;
-	mr = g_new0(struct xport_mr, 1);
-	mr->file_fd = -1;
 	if (fd >= 0) {
 		struct stat st;
 
 		/* The file must hold the whole region, or a write would grow it. */
 		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-		    !range_within(fd_offset, len, (uint64_t)st.st_size)) {
-			g_free(mr);
+		    !range_within(fd_offset, len, (uint64_t)st.st_size))
 			return -EINVAL;
-		}
-		mr->file_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-		if (mr->file_fd < 0) {
-			r = -errno;
-			g_free(mr);
-			return r;
-		}
-		mr->file_offset = fd_offset;
+		file_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (file_fd < 0)
+			return -errno;
 	}
+	mr = g_new0(struct xport_mr, 1);
+	mr->file_fd = steal_fd(&file_fd);
+	mr->file_offset = fd_offset;
 	mr->conn = conn;
 	mr->addr = addr;
 	mr->len = len;

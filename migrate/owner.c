@@ -92,7 +92,7 @@ static int receive_block(struct owner_session *s, unsigned index, int timeout_ms
 	if (r < 0)
 		return r;
 	/* Kept: the source finds holes with it, the destination writes through it. */
-	b->fd = g_steal_fd(&fd);
+	b->fd = steal_fd(&fd);
 	s->ram_bytes += b->info.size;
 	return 0;
 }

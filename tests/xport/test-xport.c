@@ -103,8 +103,8 @@ static void *alloc_region(size_t len, uint8_t fill)
 }
 
 /*
- * Where the peer writes: an anonymous mapping, or with --file a memfd's
- * bytes [offset, offset + len), guard bytes on both sides.
+ * Where the peer writes: the bytes [offset, offset + len) of an anonymous
+ * mapping, or with --file of a memfd, guard bytes on both sides.
  */
 struct sink {
 	uint8_t *map, *region;
@@ -114,27 +114,30 @@ struct sink {
 
 #define FILE_GUARD (3 * 4096 + 100) /* not page aligned, on purpose */
 
-static struct sink alloc_sink(size_t len, uint8_t fill)
+static struct sink alloc_guarded_sink(size_t len, uint8_t fill, size_t guard)
 {
-	struct sink k = { .len = len, .fd = -1 };
+	struct sink k = { .len = len, .offset = guard, .map_len = len + 2 * guard, .fd = -1 };
 
-	if (!file_backed) {
-		k.map = k.region = alloc_region(len, fill);
-		k.map_len = len;
-		return k;
+	if (file_backed) {
+		k.fd = memfd_create("test-xport-sink", MFD_CLOEXEC);
+		if (k.fd < 0 || ftruncate(k.fd, (off_t)k.map_len) < 0)
+			FAIL("memfd of %zu bytes: %s", k.map_len, strerror(errno));
+		k.map = mmap(NULL, k.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, k.fd, 0);
+		if (k.map == MAP_FAILED)
+			FAIL("mmap memfd: %s", strerror(errno));
+		memset(k.map, GUARD_BYTE, k.map_len);
+	} else {
+		k.map = alloc_region(k.map_len, GUARD_BYTE);
 	}
-	k.offset = FILE_GUARD;
-	k.map_len = len + 2 * FILE_GUARD;
-	k.fd = memfd_create("test-xport-sink", MFD_CLOEXEC);
-	if (k.fd < 0 || ftruncate(k.fd, (off_t)k.map_len) < 0)
-		FAIL("memfd of %zu bytes: %s", k.map_len, strerror(errno));
-	k.map = mmap(NULL, k.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, k.fd, 0);
-	if (k.map == MAP_FAILED)
-		FAIL("mmap memfd: %s", strerror(errno));
-	memset(k.map, GUARD_BYTE, k.map_len);
 	k.region = k.map + k.offset;
 	memset(k.region, fill, len);
 	return k;
+}
+
+/* Without --file, just the region, as the scenarios always had it. */
+static struct sink alloc_sink(size_t len, uint8_t fill)
+{
+	return alloc_guarded_sink(len, fill, file_backed ? FILE_GUARD : 0);
 }
 
 /* The bytes around the region (the file's, with --file) are untouched. */
@@ -760,17 +763,11 @@ static void hostile_scenario(void)
 	}
 	{
 		/* With --file the guard zones are the file's bytes around it. */
-		struct sink sink = file_backed ? alloc_sink(zone, REGION_BYTE) : (struct sink){ 0 };
-		uint8_t *all = file_backed ? NULL : alloc_region(3 * zone, GUARD_BYTE);
-		uint8_t *region = file_backed ? sink.region : all + zone;
+		struct sink sink = alloc_guarded_sink(zone, REGION_BYTE, zone);
+		uint8_t *region = sink.region;
 		struct xport_mr *mr;
 		int status, r;
 
-		if (!file_backed) {
-			memset(region, REGION_BYTE, zone);
-			sink = (struct sink){ .map = all, .region = region, .map_len = 3 * zone,
-					      .len = zone, .offset = zone, .fd = -1 };
-		}
 		listen_any(&s, &rv);
 		accept_one(&s);
 		mr = reg_sink(s.conn, &sink);
