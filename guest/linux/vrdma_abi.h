@@ -2,7 +2,8 @@
 /*
  * virtio-rdma (virtio device id 42): the guest driver's view of the device
  * interface in docs/virtio-rdma.md.  Written for the kernel; the layouts are
- * the same as the back end's vhost/rdma-wire.h, checked below.
+ * the same as the back end's vhost/rdma-wire.h, checked below against fixed
+ * sizes and, member by member, by tests/unit/abi-match.
  */
 #ifndef VRDMA_ABI_H
 #define VRDMA_ABI_H
