@@ -720,6 +720,11 @@ static int rdma_mr_reg(struct xport_conn *conn, struct xport_mr *mr)
 	mr->priv = ibmr;
 	mr->key = ibmr->rkey;
 	mr->base = iova;
+	/* The device reaches the memory through the pinned mapping, never the file. */
+	if (mr->file_fd >= 0) {
+		close(mr->file_fd);
+		mr->file_fd = -1;
+	}
 	return 0;
 }
 

@@ -115,7 +115,8 @@ int xport_mr_reg(struct xport_conn *conn, void *addr, size_t len,
  * guest RAM).  tcp then lands large incoming WRITEs through the file: a
  * page the file does not have yet is allocated by the write itself, not
  * first faulted in and cleared through the mapping.  fd is duplicated; the
- * caller keeps its own.
+ * caller keeps its own.  rdma checks the range the same way but keeps no
+ * duplicate: the device only ever uses the mapping.
  */
 int xport_mr_reg_file(struct xport_conn *conn, void *addr, size_t len,
 		      unsigned access, int fd, uint64_t fd_offset,
