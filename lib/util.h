@@ -23,12 +23,14 @@ static inline bool range_within(uint64_t off, uint64_t len, uint64_t size)
 	return off <= size && len <= size - off;
 }
 
+/* Closes *fd if open and marks it closed: a cleanup attribute, or a call. */
 static inline void closep(int *fd)
 {
 	if (*fd >= 0) {
 		int saved = errno;
 		close(*fd);
 		errno = saved;
+		*fd = -1;
 	}
 }
 

@@ -721,10 +721,7 @@ static int rdma_mr_reg(struct xport_conn *conn, struct xport_mr *mr)
 	mr->key = ibmr->rkey;
 	mr->base = iova;
 	/* The device reaches the memory through the pinned mapping, never the file. */
-	if (mr->file_fd >= 0) {
-		close(mr->file_fd);
-		mr->file_fd = -1;
-	}
+	closep(&mr->file_fd);
 	return 0;
 }
 

@@ -1221,10 +1221,8 @@ static int tcp_mr_reg(struct xport_conn *conn, struct xport_mr *mr)
 	 * page without clearing it first.  Other files (hugetlbfs has no write
 	 * path at all) are written through the mapping as before.
 	 */
-	if (mr->file_fd >= 0 && (fstatfs(mr->file_fd, &sfs) < 0 || sfs.f_type != TMPFS_MAGIC)) {
-		close(mr->file_fd);
-		mr->file_fd = -1;
-	}
+	if (mr->file_fd >= 0 && (fstatfs(mr->file_fd, &sfs) < 0 || sfs.f_type != TMPFS_MAGIC))
+		closep(&mr->file_fd);
 	/* The key is the only secret between a peer and the region: never 0. */
 	do
 		mr->key = xport_random_u32();

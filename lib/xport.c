@@ -269,8 +269,7 @@ int xport_mr_reg_file(struct xport_conn *conn, void *addr, size_t len,
 	mr->id = conn->regions->len + 1;
 	r = conn->ops->mr_reg(conn, mr);
 	if (r < 0) {
-		if (mr->file_fd >= 0)
-			close(mr->file_fd);
+		closep(&mr->file_fd);
 		g_free(mr);
 		return r;
 	}
@@ -292,8 +291,7 @@ void xport_mr_dereg(struct xport_mr *mr)
 		return;
 	g_ptr_array_index(mr->conn->regions, mr->id - 1) = NULL;
 	mr->conn->ops->mr_dereg(mr);
-	if (mr->file_fd >= 0)
-		close(mr->file_fd);
+	closep(&mr->file_fd);
 	g_free(mr);
 }
 

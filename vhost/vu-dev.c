@@ -137,7 +137,6 @@ static void stop_queue(struct vu_dev *dev, struct vu_vq *vq)
 		dev->loop.remove_watch(dev, vq->kick_fd);
 	vq_stop(vq);
 	closep(&vq->kick_fd);
-	vq->kick_fd = -1;
 }
 
 static void reset_queue(struct vu_dev *dev, struct vu_vq *vq)
@@ -398,7 +397,6 @@ static int h_get_vring_base(struct vu_dev *dev, struct vu_msg *msg)
 	dev->ops.queue_stop(dev->opaque, vq);
 	stop_queue(dev, vq);
 	closep(&vq->call_fd);
-	vq->call_fd = -1;
 	vu_encode_vring_state(reply, s.index, vq->last_avail_idx);
 	return vu_msg_send_reply(dev->sock, msg, reply, sizeof(reply), NULL, 0) ?: REPLIED;
 }
@@ -425,7 +423,6 @@ static int h_set_vring_kick(struct vu_dev *dev, struct vu_msg *msg)
 	ret = vq_start(vq);
 	if (ret < 0) {
 		closep(&vq->kick_fd);
-		vq->kick_fd = -1;
 		return ret;
 	}
 	if (!vu_has_feature(dev, VU_F_PROTOCOL_FEATURES))

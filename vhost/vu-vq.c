@@ -205,7 +205,6 @@ void vq_close_fds(struct vu_vq *vq)
 	closep(&vq->kick_fd);
 	closep(&vq->call_fd);
 	closep(&vq->err_fd);
-	vq->kick_fd = vq->call_fd = vq->err_fd = -1;
 }
 
 /* Scratch space for one chain; devices get a right-sized copy. */
