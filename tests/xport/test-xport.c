@@ -482,8 +482,14 @@ static void roundtrip_client(struct xport_conn *c)
 
 		for (uint32_t off = 0, i = 0; off < share; off += len, i++) {
 			uint32_t at = k * share + off;
-			bool last = off + piece_len(i) >= share;
-			struct xport_sge sg[2];
+			bool last;
+
+			len = MIN(piece_len(i), share - off);
+			last = off + len >= share;
+			struct xport_sge sg[2] = {
+				{ .mr = src_mr, .offset = at, .len = len / 2 },
+				{ .mr = src_mr, .offset = at + len / 2, .len = len - len / 2 },
+			};
 			struct xport_wr wr = {
 				.op = last ? XPORT_OP_WRITE_IMM : XPORT_OP_WRITE,
 				.channel = k,
@@ -493,11 +499,6 @@ static void roundtrip_client(struct xport_conn *c)
 				.imm = 0x1000 + k,
 			};
 
-			len = MIN(piece_len(i), share - off);
-			sg[0] = (struct xport_sge){ .mr = src_mr, .offset = at, .len = len / 2 };
-			sg[1] = (struct xport_sge){
-				.mr = src_mr, .offset = at + len / 2, .len = len - len / 2,
-			};
 			post_wr(c, &wr);
 		}
 	}
