@@ -49,8 +49,13 @@ struct rdma_cm_listen {
 	struct rdma_cm_id *id;
 };
 
-/* A queued event; a connection's last one frees its handle when fetched,
- * so the queue is bounded by the connection limit (two per handle). */
+/*
+ * A queued event; a connection's last one frees its handle when fetched.
+ * Every queued event names a live handle, and a handle has at most two
+ * (its opening one and its final one), so the queue never holds more than
+ * twice the connection limit: a handle freed any other way (REJECT, a
+ * failed ACCEPT) takes its waiting events with it (conn_free).
+ */
 struct cm_event_node {
 	struct vrdma_cm_event ev;
 	bool final;
@@ -154,14 +159,32 @@ static void id_destroy(struct rdma_cm_id *id)
 		rdma_destroy_id(id);
 }
 
-/* Frees the connection; its id is returned for the caller to destroy once
- * no event of it is unacknowledged. */
+/* Drops the events still waiting for the guest that name handle. */
+static void drop_queued_events(struct rdma_dev *d, uint32_t handle)
+{
+	GList *l = d->cm_events.head;
+
+	while (l) {
+		GList *next = l->next;
+		struct cm_event_node *node = l->data;
+
+		if (node->ev.conn == handle) {
+			g_free(node);
+			g_queue_delete_link(&d->cm_events, l);
+		}
+		l = next;
+	}
+}
+
+/* Frees the connection and its waiting events; its id is returned for the
+ * caller to destroy once no event of it is unacknowledged. */
 static struct rdma_cm_id *conn_free(struct rdma_dev *d, struct rdma_cm_conn *c)
 {
 	struct rdma_cm_id *id = c->id;
 
 	if (c->qp)
 		c->qp->conn = NULL;
+	drop_queued_events(d, c->handle);
 	rdma_table_del(&d->cm_conns, c->handle);
 	g_free(c);
 	return id;
