@@ -24,7 +24,12 @@ struct vhost_device_args {
 		uint32_t pds, mrs, cqs, qps;
 		uint64_t pinned_bytes;
 		uint64_t wrs;
+		uint64_t maps; /* mappings of guest pages (one per run of pages) */
 	} rdma_quota; /* rdma: per tenant, over all its connections */
+	/* rdma: the GIDs (16 bytes each, IPv4 as ::ffff:a.b.c.d) the tenant
+	 * may send from; none: the function's first RoCE v2 IPv4 GID. */
+	const uint8_t (*rdma_gids)[16];
+	unsigned int n_rdma_gids;
 	unsigned int rdma_poll_us; /* rdma: spin on the send CQ after a doorbell */
 	bool rdma_prefault; /* rdma: fill guest RAM's page tables at SET_MEM_TABLE */
 };

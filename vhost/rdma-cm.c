@@ -79,16 +79,13 @@ int rdma_cm_init(struct rdma_dev *d)
 	return 0;
 }
 
-/* The function's IPv4 address: that of its first IPv4-mapped RoCE v2 GID. */
+/* The guest's IPv4 address: that of the first IPv4 GID in its table. */
 static int function_ipv4(const struct rdma_dev *d, uint8_t ret_ip[4])
 {
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
 	for (uint32_t i = 0; i < d->sh->lim.gid_tbl_len; i++) {
 		struct ibv_gid_entry e;
 
-		if (ibv_query_gid_ex(d->sh->ctx, 1, i, &e, 0) || e.gid_type != IBV_GID_TYPE_ROCE_V2 ||
-		    memcmp(e.gid.raw, mapped, sizeof(mapped)) != 0)
+		if (rdma_gid_to_host(d->sh, i, &e) < 0 || !rdma_gid_is_ipv4(e.gid.raw))
 			continue;
 		memcpy(ret_ip, e.gid.raw + 12, 4);
 		return VRDMA_OK;
@@ -388,6 +385,7 @@ void rdma_cm_ready(struct vu_dev *vu, int fd, void *data)
 
 	(void)vu;
 	(void)fd;
+	rdma_work_refill(d);
 	while (rdma_get_cm_event(d->cm_chan, &e) == 0) {
 		struct rdma_cm_id *gone = NULL;
 

@@ -127,11 +127,10 @@ static int cmd_query_gid(struct rdma_dev *d, struct rdma_request *rq, union rdma
 	if (r)
 		return r;
 	memset(&resp->gid, 0, sizeof(resp->gid));
-	r = ibv_query_gid_ex(d->sh->ctx, 1, index, &e, 0);
-	if (r == ENODATA || r == -ENODATA)
-		return VRDMA_OK; /* an empty entry: type 0 */
-	if (r)
-		return host_status(r < 0 ? -r : r);
+	/* The guest's table (section 8): its entry not on the function now
+	 * (the address went away) reads as empty, type 0. */
+	if (rdma_gid_to_host(d->sh, index, &e) < 0)
+		return VRDMA_OK;
 	memcpy(resp->gid.gid, e.gid.raw, 16);
 	resp->gid.type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? VRDMA_GID_ROCE_V2 : VRDMA_GID_ROCE_V1;
 	return VRDMA_OK;
@@ -191,17 +190,19 @@ static int mr_register(struct rdma_dev *d, struct rdma_mr *mr, struct rdma_reque
 		       const struct vrdma_reg_mr_req *m)
 {
 	g_autofree uint64_t *pages = rdma_request_pages(rq, 0, rq->npages);
-	int r = vu_pages_map(d->vu, pages, rq->npages, m->page_shift, false, &mr->pages);
+	int r = rdma_pages_map(d, pages, rq->npages, m->page_shift, false, &mr->pages);
 
 	if (r < 0)
-		return r == -EFAULT || r == -EINVAL ? VRDMA_EFAULT : host_status(-r);
+		return r == -EFAULT || r == -EINVAL ? VRDMA_EFAULT
+		       : r == -ENOSPC		    ? VRDMA_ENOSPC
+						    : host_status(-r);
 	/* Keyed at the guest's own virtual address: the host device checks
 	 * every access against the guest's view of its buffer. */
 	mr->mr = ibv_reg_mr_iova(mr->pd->pd, mr->pages->addr + mr->first_offset, m->length, m->iova,
 				 (int)m->access);
 	if (!mr->mr) {
 		r = errno;
-		vu_pages_unmap(g_steal_pointer(&mr->pages));
+		rdma_pages_unmap(d, &mr->pages);
 		return host_status(r);
 	}
 	return VRDMA_OK;
@@ -232,7 +233,7 @@ static int cmd_reg_mr(struct rdma_dev *d, struct rdma_request *rq, union rdma_re
 	mr->handle = rdma_table_add(&d->mrs, mr, UINT32_MAX);
 	if (!mr->handle) {
 		ibv_dereg_mr(mr->mr);
-		vu_pages_unmap(mr->pages);
+		rdma_pages_unmap(d, &mr->pages);
 		return VRDMA_ENOSPC;
 	}
 	sh->used.mrs++;
@@ -257,7 +258,7 @@ void rdma_mr_release(struct rdma_dev *d, struct rdma_mr *mr)
 	g_hash_table_remove(d->mr_by_lkey, GUINT_TO_POINTER(mr->mr->lkey));
 	ibv_dereg_mr(mr->mr);
 	mr->mr = NULL;
-	vu_pages_unmap(g_steal_pointer(&mr->pages));
+	rdma_pages_unmap(d, &mr->pages);
 }
 
 static void mr_destroy(struct rdma_dev *d, struct rdma_mr *mr)
@@ -311,13 +312,13 @@ static int cmd_create_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma
 		r = host_status(errno);
 		if (cq->cq)
 			ibv_destroy_cq(cq->cq);
-		rdma_ring_fini(&cq->ring);
+		rdma_ring_fini(d, &cq->ring);
 		return r;
 	}
 	cq->handle = rdma_table_add(&d->cqs, cq, UINT32_MAX);
 	if (!cq->handle) {
 		ibv_destroy_cq(cq->cq);
-		rdma_ring_fini(&cq->ring);
+		rdma_ring_fini(d, &cq->ring);
 		return VRDMA_ENOSPC;
 	}
 	sh->used.cqs++;
@@ -329,7 +330,7 @@ static int cmd_create_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma
 static void cq_destroy(struct rdma_dev *d, struct rdma_cq *cq)
 {
 	ibv_destroy_cq(cq->cq);
-	rdma_ring_fini(&cq->ring);
+	rdma_ring_fini(d, &cq->ring);
 	rdma_table_del(&d->cqs, cq->handle);
 	d->sh->used.cqs--;
 	g_free(cq);
@@ -351,12 +352,12 @@ static int cmd_destroy_cq(struct rdma_dev *d, struct rdma_request *rq, union rdm
 
 /* ---- QP ---- */
 
-static void qp_free(struct rdma_qp *qp)
+static void qp_free(struct rdma_dev *d, struct rdma_qp *qp)
 {
 	if (qp->qp)
 		ibv_destroy_qp(qp->qp);
-	rdma_ring_fini(&qp->sq.ring);
-	rdma_ring_fini(&qp->rq.ring);
+	rdma_ring_fini(d, &qp->sq.ring);
+	rdma_ring_fini(d, &qp->rq.ring);
 	rdma_wq_fini(&qp->sq);
 	rdma_wq_fini(&qp->rq);
 	g_free(qp);
@@ -433,9 +434,10 @@ static int cmd_create_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 		r = qp->handle ? VRDMA_OK : VRDMA_ENOSPC;
 	}
 	if (r) {
-		qp_free(qp);
+		qp_free(d, qp);
 		return r;
 	}
+	rdma_qp_new_incarnation(d, qp);
 	qp->max_inline = q.max_inline_data;
 	qp->sig_all = q.sq_sig_all;
 	qp->wrs = wrs;
@@ -466,7 +468,7 @@ static void qp_destroy(struct rdma_dev *d, struct rdma_qp *qp)
 	qp->rcq->users--;
 	d->sh->used.qps--;
 	d->sh->used.wrs -= qp->wrs;
-	qp_free(qp);
+	qp_free(d, qp);
 	rdma_poll_timer_update(d);
 }
 
@@ -530,6 +532,14 @@ static int cmd_modify_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 	if (!qp)
 		return VRDMA_ENOENT;
 	attr_to_host(&m.attr, &attr);
+	/* The source GID is an entry of the guest's table, never a raw index
+	 * into the function's: other GIDs there are not the tenant's. */
+	if (m.attr_mask & VRDMA_QP_AV) {
+		r = rdma_gid_to_host(d->sh, m.attr.ah.sgid_index, NULL);
+		if (r < 0)
+			return VRDMA_EADDRNOTAVAIL;
+		attr.ah_attr.grh.sgid_index = (uint8_t)r;
+	}
 	/* The device has one port and one P_Key: a move to INIT that leaves
 	 * them out (as rdma_cm's iWARP-style INIT does) gets them. */
 	if ((m.attr_mask & VRDMA_QP_STATE) && m.attr.qp_state == VRDMA_QPS_INIT &&
@@ -560,7 +570,7 @@ static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr h;
 	struct vrdma_qp_attr *a = &resp->qp_attr;
-	int r;
+	int r, sgid;
 	struct rdma_qp *qp = named_object(rq, &d->qps, &r);
 
 	if (r)
@@ -568,6 +578,7 @@ static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_
 	r = ibv_query_qp(qp->qp, &h, (int)VRDMA_QP_ATTR_SUPPORTED, &init);
 	if (r)
 		return host_status(r);
+	sgid = rdma_gid_from_host(d->sh, h.ah_attr.grh.sgid_index);
 	*a = (struct vrdma_qp_attr){
 		.qp_state = h.qp_state,
 		.cur_qp_state = h.cur_qp_state,
@@ -587,7 +598,7 @@ static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_
 		.rnr_retry = h.rnr_retry,
 		.ah = {
 			.flow_label = h.ah_attr.grh.flow_label,
-			.sgid_index = h.ah_attr.grh.sgid_index,
+			.sgid_index = (uint8_t)MAX(sgid, 0),
 			.hop_limit = h.ah_attr.grh.hop_limit,
 			.traffic_class = h.ah_attr.grh.traffic_class,
 			.sl = h.ah_attr.sl,

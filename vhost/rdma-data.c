@@ -23,29 +23,36 @@
 #define LOG_EVERY_TICKS 100u
 #define QUIESCE_TIMEOUT_NS 2000000000ull
 /*
- * Host wr_ids are the slot, plus this bit for receives: an error
- * completion's opcode is undefined (rxe leaves it 0 on flushed receives),
- * so which queue it belongs to must come from the wr_id itself.
+ * Host wr_ids: the slot in bits 0-31, WRID_RECV for receives (an error
+ * completion's opcode is undefined: rxe leaves it 0 on flushed receives,
+ * so the queue must come from the wr_id itself), and the QP's incarnation
+ * above.  A completion of an earlier incarnation (flushed before a reset,
+ * or of a destroyed QP whose number the host gave out again) names slots
+ * of rings that have restarted since: it is dropped.
  */
 #define WRID_RECV (1ull << 32)
+#define WRID_INCARNATION_SHIFT 33
+#define WRID_SLOT_MASK 0xffffffffull
 
 /* ---- rings ---- */
 
 int rdma_ring_init(struct rdma_dev *d, struct rdma_ring *ring, const uint64_t *pages,
 		   uint64_t npages, uint32_t log2_slots, unsigned int slot_log2)
 {
-	int r = vu_pages_map(d->vu, pages, npages, 12, true, &ring->pages);
+	int r = rdma_pages_map(d, pages, npages, 12, true, &ring->pages);
 
 	if (r < 0)
-		return r == -EFAULT || r == -EINVAL ? VRDMA_EFAULT : VRDMA_ENOMEM;
+		return r == -EFAULT || r == -EINVAL ? VRDMA_EFAULT
+		       : r == -ENOSPC		    ? VRDMA_ENOSPC
+						    : VRDMA_ENOMEM;
 	ring->mask = (1u << log2_slots) - 1;
 	ring->slot_log2 = slot_log2;
 	return VRDMA_OK;
 }
 
-void rdma_ring_fini(struct rdma_ring *ring)
+void rdma_ring_fini(struct rdma_dev *d, struct rdma_ring *ring)
 {
-	vu_pages_unmap(g_steal_pointer(&ring->pages));
+	rdma_pages_unmap(d, &ring->pages);
 }
 
 static uint8_t *ring_slot(const struct rdma_ring *r, uint32_t i)
@@ -53,14 +60,23 @@ static uint8_t *ring_slot(const struct rdma_ring *r, uint32_t i)
 	return r->pages->addr + VRDMA_RING_DATA + ((size_t)(i & r->mask) << r->slot_log2);
 }
 
-/* The driver's index, masked: any value is a valid slot. */
+/*
+ * The driver's index, masked: any value is a valid slot.  A ring whose
+ * memory went away (rdma_ring_fini() at mem_gone, spec section 9) reads as
+ * empty and takes no write: the device never touches that memory again,
+ * nor marks it dirty, whatever the QP or CQ goes through afterwards.
+ */
 static uint32_t ring_load(const struct rdma_ring *r, size_t off)
 {
+	if (!r->pages)
+		return 0;
 	return __atomic_load_n((uint32_t *)(r->pages->addr + off), __ATOMIC_ACQUIRE) & r->mask;
 }
 
 static void ring_store(struct rdma_dev *d, const struct rdma_ring *r, size_t off, uint32_t v)
 {
+	if (!r->pages)
+		return;
 	__atomic_store_n((uint32_t *)(r->pages->addr + off), v, __ATOMIC_RELEASE);
 	vu_pages_log(d->vu, r->pages, off, 4);
 }
@@ -89,12 +105,26 @@ static void wq_reset(struct rdma_dev *d, struct rdma_wq *wq)
 	ring_store(d, &wq->ring, VRDMA_RING_CONSUMER, 0);
 }
 
+void rdma_qp_new_incarnation(struct rdma_dev *d, struct rdma_qp *qp)
+{
+	/* 31 bits: a wrap takes two billion resets of one connection. */
+	d->incarnations = (d->incarnations + 1) & 0x7fffffffu;
+	qp->incarnation = d->incarnations;
+}
+
 void rdma_qp_rings_reset(struct rdma_dev *d, struct rdma_qp *qp)
 {
 	wq_reset(d, &qp->sq);
 	wq_reset(d, &qp->rq);
 	qp->bad_pending = false;
+	qp->sq_more = false;
 	qp->unsignaled_run = 0;
+	rdma_qp_new_incarnation(d, qp);
+}
+
+static uint64_t host_wr_id(const struct rdma_qp *qp, uint32_t slot, uint64_t queue_bit)
+{
+	return (uint64_t)qp->incarnation << WRID_INCARNATION_SHIFT | queue_bit | slot;
 }
 
 /* Room for one more in flight: the host queue is exactly as deep. */
@@ -216,7 +246,7 @@ static void cq_push(struct rdma_dev *d, struct rdma_cq *cq, const struct vrdma_c
 {
 	size_t off;
 
-	if (cq->dead || d->quiesced)
+	if (cq->dead || d->quiesced || !cq->ring.pages)
 		return;
 	if (((cq->prod + 1) & cq->ring.mask) == ring_load(&cq->ring, VRDMA_RING_CONSUMER)) {
 		rdma_cq_fail(d, cq); /* the guest stopped consuming it */
@@ -282,7 +312,10 @@ static void log_sges(struct rdma_dev *d, const struct vrdma_sge *sge, uint32_t n
 }
 
 
-/* The bad WQE at sq.next, once everything before it finished. */
+/* The bad WQE at sq.next, once everything before it finished.  What
+ * follows it goes to the host QP in error, which flushes it: the caller's
+ * loop (rdma_sq_take) takes it, never a call from here, so a run of bad
+ * WQEs costs no stack. */
 static void finish_bad(struct rdma_dev *d, struct rdma_qp *qp)
 {
 	struct rdma_shadow *sh = shadow_at(&qp->sq, qp->sq.next);
@@ -293,14 +326,12 @@ static void finish_bad(struct rdma_dev *d, struct rdma_qp *qp)
 	ring_store(d, &qp->sq.ring, VRDMA_RING_CONSUMER, qp->sq.tail);
 	if (qp->state != VRDMA_QPS_ERR)
 		rdma_qp_fatal(d, qp, VRDMA_QPF_BAD_WQE);
-	/* What follows goes to the host QP in error, which flushes it. */
-	rdma_sq_take(d, qp);
 }
 
 static void send_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_wc *wc)
 {
 	struct rdma_wq *sq = &qp->sq;
-	uint32_t slot = (uint32_t)wc->wr_id & sq->ring.mask;
+	uint32_t slot = (uint32_t)(wc->wr_id & WRID_SLOT_MASK) & sq->ring.mask;
 	uint32_t count = ((slot - sq->tail) & sq->ring.mask) + 1;
 	const struct rdma_shadow *sh = shadow_at(sq, slot);
 
@@ -316,16 +347,13 @@ static void send_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_w
 		log_sges(d, sh->sge, sh->num_sge, UINT64_MAX);
 	if (sh->report || wc->status != IBV_WC_SUCCESS)
 		push_send_cqe(d, qp, sh, wc->status, wc->byte_len);
-	if (qp->bad_pending && !sq->inflight)
-		finish_bad(d, qp);
-	else
-		rdma_sq_take(d, qp);
+	rdma_sq_take(d, qp);
 }
 
 static void recv_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_wc *wc)
 {
 	struct rdma_wq *rq = &qp->rq;
-	uint32_t slot = (uint32_t)wc->wr_id & rq->ring.mask;
+	uint32_t slot = (uint32_t)(wc->wr_id & WRID_SLOT_MASK) & rq->ring.mask;
 	const struct rdma_shadow *sh = shadow_at(rq, slot);
 	struct vrdma_cqe cqe = {
 		.wr_id = sh->wr_id,
@@ -364,8 +392,8 @@ unsigned int rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq)
 			struct rdma_qp *qp = g_hash_table_lookup(d->qp_by_qpn,
 								 GUINT_TO_POINTER(wc[i].qp_num));
 
-			if (!qp)
-				continue; /* destroyed meanwhile */
+			if (!qp || wc[i].wr_id >> WRID_INCARNATION_SHIFT != qp->incarnation)
+				continue; /* of a QP destroyed or reset meanwhile */
 			if (wc[i].wr_id & WRID_RECV)
 				recv_done(d, qp, &wc[i]);
 			else
@@ -386,6 +414,7 @@ void rdma_comp_ready(struct vu_dev *vu, int fd, void *data)
 	void *ctx;
 
 	(void)vu, (void)fd;
+	rdma_work_refill(d);
 	while (ibv_get_cq_event(d->chan, &hcq, &ctx) == 0) {
 		ibv_ack_cq_events(hcq, 1);
 		ibv_req_notify_cq(hcq, 0);
@@ -449,7 +478,7 @@ static void build_send(struct rdma_qp *qp, const struct rdma_send_wqe *w, uint32
 	if (signal)
 		qp->unsignaled_run = 0;
 	*wr = (struct ibv_send_wr){
-		.wr_id = slot,
+		.wr_id = host_wr_id(qp, slot, 0),
 		.sg_list = sges,
 		.num_sge = (int)w->num_sge,
 		.opcode = (enum ibv_wr_opcode)w->opcode,
@@ -487,63 +516,118 @@ static uint32_t post_sends(struct rdma_qp *qp, struct ibv_send_wr *wrs, uint32_t
 	return bad ? (uint32_t)(bad - wrs) : 0;
 }
 
-/* Takes new send WQEs, up to the producer index, in batches. */
-void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp)
+/*
+ * Work the device may do in one call of the event loop: WQEs taken and
+ * refused WQEs retired, over all QPs.  A ring's worth keeps any honest
+ * queue moving in one go; the bound is for rings that feed each other
+ * (a CQ ring over an SQ's producer index turns every completion into
+ * another WQE), which would otherwise keep the loop, and every other
+ * guest of the daemon, for as long as the guest likes.
+ */
+#define WORK_PER_CALL (1u << RDMA_MAX_LOG2_SLOTS)
+
+void rdma_work_refill(struct rdma_dev *d)
+{
+	d->work_left = WORK_PER_CALL;
+}
+
+/* One unit of work, if any is left in this call. */
+static bool spend_work(struct rdma_dev *d)
+{
+	if (!d->work_left)
+		return false;
+	d->work_left--;
+	return true;
+}
+
+/* The same for the SQ: one left waiting is taken up by the poll timer
+ * (receive rings are looked at on every tick anyway). */
+static bool take_work(struct rdma_dev *d, struct rdma_qp *qp)
+{
+	if (spend_work(d))
+		return true;
+	qp->sq_more = true;
+	return false;
+}
+
+/* Copies, checks and posts one batch of WQEs from sq.next towards prod;
+ * stops at a bad one (bad_pending), which it leaves at sq.next. */
+static void sq_take_batch(struct rdma_dev *d, struct rdma_qp *qp, uint32_t prod,
+			  uint8_t *copies)
 {
 	struct rdma_wq *sq = &qp->sq;
 	struct rdma_wq_caps caps = {
 		.slot_size = 1u << sq->ring.slot_log2, .max_sge = sq->max_sge,
 		.max_inline = qp->max_inline, .atomics = d->sh->lim.atomics,
 	};
-	g_autofree uint8_t *copies = NULL;
 	struct ibv_send_wr wrs[POST_BATCH];
 	struct ibv_sge sges[POST_BATCH][RDMA_MAX_SGE];
-	uint32_t prod;
+	uint32_t n = 0, first = sq->next, posted;
 
-	/* Sends wait in the ring until the QP may send (RTS or later). */
-	if (!qp_takes_work(d, qp) || qp->bad_pending || qp->state < VRDMA_QPS_RTS)
-		return;
-	prod = ring_load(&sq->ring, VRDMA_RING_PRODUCER);
-	while (sq->next != prod && wq_has_room(sq) && !qp->bad_pending) {
-		uint32_t n = 0, first = sq->next, posted;
+	while (n < POST_BATCH && sq->next != prod && wq_has_room(sq) && take_work(d, qp)) {
+		uint8_t *copy = copies + ((size_t)n << sq->ring.slot_log2);
+		struct rdma_send_wqe w;
+		int st;
 
+		memcpy(copy, ring_slot(&sq->ring, sq->next), caps.slot_size);
+		st = rdma_parse_send_wqe(copy, &caps, &w);
+		if (!st)
+			st = check_local(d, qp, w.sge, w.num_sge, writes_locally(w.opcode));
+		/* A WQE refused before its SGEs were found keeps none. */
+		remember(shadow_at(sq, sq->next), w.wr_id, w.opcode,
+			 (w.flags & VRDMA_SEND_SIGNALED) || qp->sig_all, w.sge,
+			 w.sge ? MIN(w.num_sge, sq->max_sge) : 0);
+		if (st) {
+			qp->bad_pending = true;
+			qp->bad_status = (uint32_t)st;
+			break;
+		}
+		build_send(qp, &w, sq->next, &wrs[n], sges[n]);
+		sq->next = (sq->next + 1) & sq->ring.mask;
+		n++;
+	}
+	posted = post_sends(qp, wrs, n);
+	sq->inflight += posted;
+	d->sh->sends_posted += posted;
+	if (posted < n) {
+		/* The host refused the rest: the first refused is the bad one. */
+		sq->next = (first + posted) & sq->ring.mask;
+		qp->bad_pending = true;
+		qp->bad_status = qp->state == VRDMA_QPS_ERR ? RDMA_WC_WR_FLUSH_ERR
+							    : RDMA_WC_LOC_QP_OP_ERR;
+	}
+}
+
+/*
+ * Takes new send WQEs, up to the producer index, in batches; a refused
+ * WQE completes once the WQEs before it have, and taking goes on after
+ * it.  A loop, not recursion, within the call's work budget.
+ */
+void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp)
+{
+	struct rdma_wq *sq = &qp->sq;
+	g_autofree uint8_t *copies = NULL;
+
+	qp->sq_more = false;
+	while (qp_takes_work(d, qp)) {
+		uint32_t prod;
+
+		if (qp->bad_pending) {
+			if (sq->inflight || !take_work(d, qp))
+				return;
+			finish_bad(d, qp);
+			continue;
+		}
+		/* Sends wait in the ring until the QP may send (RTS or later). */
+		if (qp->state < VRDMA_QPS_RTS)
+			return;
+		prod = ring_load(&sq->ring, VRDMA_RING_PRODUCER);
+		if (sq->next == prod || !wq_has_room(sq) || qp->sq_more)
+			return;
 		if (!copies)
 			copies = g_malloc((size_t)POST_BATCH << sq->ring.slot_log2);
-		while (n < POST_BATCH && sq->next != prod && wq_has_room(sq)) {
-			uint8_t *copy = copies + ((size_t)n << sq->ring.slot_log2);
-			struct rdma_send_wqe w;
-			int st;
-
-			memcpy(copy, ring_slot(&sq->ring, sq->next), caps.slot_size);
-			st = rdma_parse_send_wqe(copy, &caps, &w);
-			if (!st)
-				st = check_local(d, qp, w.sge, w.num_sge, writes_locally(w.opcode));
-			/* A WQE refused before its SGEs were found keeps none. */
-			remember(shadow_at(sq, sq->next), w.wr_id, w.opcode,
-				 (w.flags & VRDMA_SEND_SIGNALED) || qp->sig_all, w.sge,
-				 w.sge ? MIN(w.num_sge, sq->max_sge) : 0);
-			if (st) {
-				qp->bad_pending = true;
-				qp->bad_status = (uint32_t)st;
-				break;
-			}
-			build_send(qp, &w, sq->next, &wrs[n], sges[n]);
-			sq->next = (sq->next + 1) & sq->ring.mask;
-			n++;
-		}
-		posted = post_sends(qp, wrs, n);
-		sq->inflight += posted;
-		d->sh->sends_posted += posted;
-		if (posted < n) {
-			/* The host refused the rest: the first refused is the bad one. */
-			sq->next = (first + posted) & sq->ring.mask;
-			qp->bad_pending = true;
-			qp->bad_status = qp->state == VRDMA_QPS_ERR ? RDMA_WC_WR_FLUSH_ERR
-								    : RDMA_WC_LOC_QP_OP_ERR;
-		}
+		sq_take_batch(d, qp, prod, copies);
 	}
-	if (qp->bad_pending && !sq->inflight)
-		finish_bad(d, qp);
 }
 
 static void bad_recv(struct rdma_dev *d, struct rdma_qp *qp, uint64_t wr_id, int status)
@@ -577,12 +661,12 @@ void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp)
 	if (!qp_takes_work(d, qp))
 		return;
 	prod = ring_load(&rq->ring, VRDMA_RING_PRODUCER);
-	while (rq->next != prod && wq_has_room(rq)) {
+	while (rq->next != prod && wq_has_room(rq) && d->work_left) {
 		uint32_t n = 0;
 
 		if (!copy)
 			copy = g_malloc(caps.slot_size);
-		while (n < POST_BATCH && rq->next != prod && wq_has_room(rq)) {
+		while (n < POST_BATCH && rq->next != prod && wq_has_room(rq) && spend_work(d)) {
 			struct rdma_recv_wqe w;
 			int st;
 
@@ -599,7 +683,7 @@ void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp)
 				sges[n][i] = (struct ibv_sge){ w.sge[i].addr, w.sge[i].length,
 							       w.sge[i].lkey };
 			wrs[n] = (struct ibv_recv_wr){
-				.wr_id = rq->next | WRID_RECV, .sg_list = sges[n],
+				.wr_id = host_wr_id(qp, rq->next, WRID_RECV), .sg_list = sges[n],
 				.num_sge = (int)w.num_sge,
 				.next = NULL,
 			};
@@ -724,6 +808,7 @@ static void busy_poll(struct rdma_dev *d, struct vu_vq *vq)
 	while (now < quiet_at && now < stop_at && !d->quiesced) {
 		unsigned int found = 0;
 
+		rdma_work_refill(d);
 		for (unsigned int i = 0; i < d->nhot; i++)
 			if (!d->hot[i]->dead)
 				found += rdma_poll_cq(d, d->hot[i]);
@@ -784,11 +869,16 @@ void rdma_timer_fired(struct vu_dev *vu, int fd, void *data)
 	(void)vu;
 	if (read(fd, &expirations, sizeof(expirations)) < 0 || d->quiesced)
 		return;
+	rdma_work_refill(d);
 	for (uint32_t i = 0; i < d->qps.cap; i++) {
 		struct rdma_qp *qp = d->qps.obj[i];
 
-		if (qp)
-			rdma_rq_fill(d, qp);
+		if (!qp)
+			continue;
+		rdma_rq_fill(d, qp);
+		/* Sends the last call's work budget left in the ring. */
+		if (qp->sq_more)
+			rdma_sq_take(d, qp);
 	}
 	if (++d->ticks % LOG_EVERY_TICKS == 0)
 		rdma_log_remote_writable(d);
@@ -818,6 +908,7 @@ void rdma_quiesce(struct rdma_dev *d)
 
 	if (d->quiesced)
 		return;
+	rdma_work_refill(d);
 	for (uint32_t i = 0; i < d->qps.cap; i++) {
 		struct rdma_qp *qp = d->qps.obj[i];
 

@@ -155,7 +155,11 @@ struct rdma_quota {
 	uint32_t pds, mrs, cqs, qps;
 	uint64_t pinned_bytes;
 	uint64_t wrs; /* work requests the QPs' rings can hold */
+	uint64_t maps; /* the daemon's mappings of guest pages (MRs, rings) */
 };
+
+/* GIDs a tenant may send from (--rdma-gid), at most this many. */
+#define RDMA_MAX_TENANT_GIDS 16u
 
 /* The tenant's function, shared by every connection of this daemon. */
 struct rdma_shared {
@@ -168,6 +172,12 @@ struct rdma_shared {
 	uint32_t generation;
 	GList *devs; /* every connection's device, for port and device events */
 	uint64_t poll_ns; /* after a send doorbell, poll its CQ this long */
+	/* The guest's GID table: entry i is allowed_gid[i] wherever it sits
+	 * in the function's table; none given, the function's first RoCE v2
+	 * IPv4 GID is the only entry.  Other GIDs (VLANs, IPv6, other
+	 * addresses of the netdev) are not the guest's to send from. */
+	uint8_t allowed_gid[RDMA_MAX_TENANT_GIDS][16];
+	unsigned int n_allowed_gids;
 	bool prefault;    /* guest RAM mapped with its page tables filled */
 	/* Work the tenant's function did for its guests, for the metrics: what
 	 * an operator divides CPU time by to see the back end's cost per WQE. */
@@ -250,7 +260,10 @@ struct rdma_qp {
 	unsigned int unsignaled_run;
 	bool rings_gone;  /* guest memory under a ring went away */
 	bool bad_pending; /* a bad WQE at sq.next waits for the rest to finish */
+	bool sq_more;     /* the work budget ran out with sends in the ring */
 	uint32_t bad_status;
+	/* Tags its host wr_ids; new at creation and at every reset. */
+	uint32_t incarnation;
 	uint64_t wrs; /* charged to the quota */
 };
 
@@ -274,6 +287,8 @@ struct rdma_dev {
 	GQueue events; /* vrdma_event waiting for event buffers */
 	unsigned int dropped_events;
 	bool quiesced; /* stopped for migration: nothing touches guest memory */
+	uint32_t work_left;    /* in this call of the event loop (rdma_work_refill) */
+	uint32_t incarnations; /* of QPs, handed out */
 	unsigned int kicked; /* queues kicked at least once, a bit each */
 	bool session_lost;   /* the driver had objects this device never had */
 	/* --rdma-poll-us: CQs of the QPs rung in this kick, polled next. */
@@ -291,6 +306,21 @@ struct rdma_dev {
 #define RDMA_CM_MAX_LISTENS 32u
 
 #define RDMA_MAX_PENDING_EVENTS 1024u
+
+/* rdma.c */
+/* vu_pages_map() within the tenant's mapping quota (-ENOSPC past it). */
+int rdma_pages_map(struct rdma_dev *d, const uint64_t *gpas, uint64_t npages,
+		   unsigned int page_shift, bool guarded, struct vu_pages **ret);
+/* Unmaps *pages (NULL: nothing) and gives its mappings back. */
+void rdma_pages_unmap(struct rdma_dev *d, struct vu_pages **pages);
+/* The function's GID table index of the guest's GID index, with the
+ * entry; -ENOENT when the guest's table has no such entry now. */
+int rdma_gid_to_host(const struct rdma_shared *sh, uint32_t guest_index,
+		     struct ibv_gid_entry *ret_entry);
+/* The guest's index of a function GID index; -ENOENT if not the guest's. */
+int rdma_gid_from_host(const struct rdma_shared *sh, uint32_t host_index);
+/* An IPv4-mapped GID (::ffff:a.b.c.d). */
+bool rdma_gid_is_ipv4(const uint8_t gid[16]);
 
 /* rdma-ctrl.c */
 void rdma_ctrl_kick(struct rdma_dev *d, struct vu_vq *vq);
@@ -321,11 +351,16 @@ void rdma_cm_fini(struct rdma_dev *d);
 /* rdma-data.c */
 int rdma_ring_init(struct rdma_dev *d, struct rdma_ring *ring, const uint64_t *pages,
 		   uint64_t npages, uint32_t log2_slots, unsigned int slot_log2);
-void rdma_ring_fini(struct rdma_ring *ring);
+void rdma_ring_fini(struct rdma_dev *d, struct rdma_ring *ring);
 int rdma_wq_init(struct rdma_wq *wq, uint32_t max_sge);
 void rdma_wq_fini(struct rdma_wq *wq);
-/* The QP went back to RESET: both sides restart at slot 0. */
+/* The QP went back to RESET: both sides restart at slot 0, and
+ * completions of what was posted before are dropped. */
 void rdma_qp_rings_reset(struct rdma_dev *d, struct rdma_qp *qp);
+/* A fresh tag for the QP's host wr_ids (a new QP, a reset). */
+void rdma_qp_new_incarnation(struct rdma_dev *d, struct rdma_qp *qp);
+/* Every entry from the event loop: a new budget of work for this call. */
+void rdma_work_refill(struct rdma_dev *d);
 void rdma_doorbell_kick(struct rdma_dev *d, struct vu_vq *vq);
 void rdma_event_kick(struct rdma_dev *d, struct vu_vq *vq);
 void rdma_post_event(struct rdma_dev *d, uint16_t type, uint32_t handle, uint32_t data);

@@ -35,6 +35,87 @@ static struct ibv_context *open_by_name(const char *name)
 	return ctx;
 }
 
+/* ---- the tenant's mappings of guest pages ---- */
+
+int rdma_pages_map(struct rdma_dev *d, const uint64_t *gpas, uint64_t npages,
+		   unsigned int page_shift, bool guarded, struct vu_pages **ret)
+{
+	struct rdma_shared *sh = d->sh;
+	int r = vu_pages_map(d->vu, gpas, npages, page_shift, guarded,
+			     sh->limit.maps - MIN(sh->used.maps, sh->limit.maps), ret);
+
+	if (r == 0)
+		sh->used.maps += (*ret)->nmaps;
+	return r;
+}
+
+void rdma_pages_unmap(struct rdma_dev *d, struct vu_pages **pages)
+{
+	if (!*pages)
+		return;
+	d->sh->used.maps -= (*pages)->nmaps;
+	vu_pages_unmap(g_steal_pointer(pages));
+}
+
+/* ---- the guest's GID table ---- */
+
+bool rdma_gid_is_ipv4(const uint8_t gid[16])
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return memcmp(gid, mapped, sizeof(mapped)) == 0;
+}
+
+/* Which entry of the guest's table a function GID is, or -ENOENT.  The
+ * default table: the first RoCE v2 IPv4 GID, which first_v4 says. */
+static int guest_index_of(const struct rdma_shared *sh, const struct ibv_gid_entry *e,
+			  bool first_v4)
+{
+	if (e->gid_type != IBV_GID_TYPE_ROCE_V2)
+		return -ENOENT;
+	if (!sh->n_allowed_gids)
+		return first_v4 && rdma_gid_is_ipv4(e->gid.raw) ? 0 : -ENOENT;
+	for (unsigned int i = 0; i < sh->n_allowed_gids; i++)
+		if (memcmp(e->gid.raw, sh->allowed_gid[i], 16) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
+/* Walks the function's table in order; ret_entry gets the match. */
+static int find_gid(const struct rdma_shared *sh, bool by_host, uint32_t want,
+		    struct ibv_gid_entry *ret_entry)
+{
+	bool first_v4 = true;
+
+	for (uint32_t i = 0; i < MIN((uint32_t)sh->port.gid_tbl_len, 256u); i++) {
+		struct ibv_gid_entry e;
+		int gi;
+
+		if (ibv_query_gid_ex(sh->ctx, 1, i, &e, 0))
+			continue;
+		gi = guest_index_of(sh, &e, first_v4);
+		if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && rdma_gid_is_ipv4(e.gid.raw))
+			first_v4 = false;
+		if (gi < 0 || (by_host ? i != want : (uint32_t)gi != want))
+			continue;
+		if (ret_entry)
+			*ret_entry = e;
+		return by_host ? gi : (int)i;
+	}
+	return -ENOENT;
+}
+
+int rdma_gid_to_host(const struct rdma_shared *sh, uint32_t guest_index,
+		     struct ibv_gid_entry *ret_entry)
+{
+	return find_gid(sh, false, guest_index, ret_entry);
+}
+
+int rdma_gid_from_host(const struct rdma_shared *sh, uint32_t host_index)
+{
+	return find_gid(sh, true, host_index, NULL);
+}
+
 /* What the device offers: the host's limits, clamped to the spec's. */
 static void limits_from_host(struct rdma_shared *sh)
 {
@@ -47,7 +128,7 @@ static void limits_from_host(struct rdma_shared *sh)
 		.max_send_sge = MIN((uint32_t)a->max_sge, RDMA_MAX_SGE),
 		.max_recv_sge = MIN((uint32_t)a->max_sge, RDMA_MAX_SGE),
 		.max_inline = RDMA_MAX_INLINE,
-		.gid_tbl_len = MIN((uint32_t)sh->port.gid_tbl_len, 256u),
+		.gid_tbl_len = sh->n_allowed_gids ? sh->n_allowed_gids : 1,
 		.max_rd_atom = (uint8_t)MIN(a->max_qp_rd_atom, 16),
 		.atomics = a->atomic_cap != IBV_ATOMIC_NONE,
 	};
@@ -72,6 +153,12 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 		ibv_close_device(sh->ctx);
 		return -r;
 	}
+	if (args->n_rdma_gids > RDMA_MAX_TENANT_GIDS) {
+		ibv_close_device(sh->ctx);
+		return -E2BIG;
+	}
+	memcpy(sh->allowed_gid, args->rdma_gids, 16ull * args->n_rdma_gids);
+	sh->n_allowed_gids = args->n_rdma_gids;
 	limits_from_host(sh);
 	r = fcntl(sh->ctx->async_fd, F_GETFL);
 	if (r < 0 || fcntl(sh->ctx->async_fd, F_SETFL, r | O_NONBLOCK) < 0) {
@@ -83,6 +170,7 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 		.pds = args->rdma_quota.pds, .mrs = args->rdma_quota.mrs,
 		.cqs = args->rdma_quota.cqs, .qps = args->rdma_quota.qps,
 		.pinned_bytes = args->rdma_quota.pinned_bytes, .wrs = args->rdma_quota.wrs,
+		.maps = args->rdma_quota.maps,
 	};
 	sh->generation = g_random_int() | 1;
 	sh->poll_ns = (uint64_t)args->rdma_poll_us * 1000;
@@ -214,6 +302,7 @@ static void rdma_queue_kick(void *opaque, struct vu_vq *vq)
 	check_session(d, vq);
 	/* Started again after a stop (a migration that failed): go on. */
 	d->quiesced = false;
+	rdma_work_refill(d);
 	switch (vq_index(vq)) {
 	case VRDMA_VQ_CTRL:
 		rdma_ctrl_kick(d, vq);
@@ -256,21 +345,28 @@ static void rdma_mem_gone(void *opaque, uint64_t gpa, uint64_t size)
 		}
 		rdma_mr_release(d, mr);
 	}
+	/* Rings are let go of at once: whatever the QP or CQ goes through
+	 * later (a reset, a flush, a destroy), the device can no longer write
+	 * that memory, nor mark it dirty. */
 	for (uint32_t j = 0; j < d->qps.cap; j++) {
 		struct rdma_qp *qp = d->qps.obj[j];
 
-		if (qp && (vu_pages_overlap(qp->sq.ring.pages, gpa, size) ||
-			   vu_pages_overlap(qp->rq.ring.pages, gpa, size))) {
-			qp->rings_gone = true;
-			if (qp->state != VRDMA_QPS_ERR)
-				rdma_qp_fatal(d, qp, VRDMA_QPF_MEMORY);
-		}
+		if (!qp || qp->rings_gone || (!vu_pages_overlap(qp->sq.ring.pages, gpa, size) &&
+					      !vu_pages_overlap(qp->rq.ring.pages, gpa, size)))
+			continue;
+		qp->rings_gone = true;
+		if (qp->state != VRDMA_QPS_ERR)
+			rdma_qp_fatal(d, qp, VRDMA_QPF_MEMORY);
+		rdma_ring_fini(d, &qp->sq.ring);
+		rdma_ring_fini(d, &qp->rq.ring);
 	}
 	for (uint32_t j = 0; j < d->cqs.cap; j++) {
 		struct rdma_cq *cq = d->cqs.obj[j];
 
-		if (cq && vu_pages_overlap(cq->ring.pages, gpa, size))
+		if (cq && cq->ring.pages && vu_pages_overlap(cq->ring.pages, gpa, size)) {
 			rdma_cq_fail(d, cq);
+			rdma_ring_fini(d, &cq->ring);
+		}
 	}
 }
 
@@ -388,6 +484,12 @@ static void rdma_metrics(void *shared, GString *out)
 		    "the tenant's quota of pinned guest memory");
 	prom_sample(out, "vrdma_vhost_rdma_pinned_bytes_limit", NULL, NULL,
 		    (double)sh->limit.pinned_bytes);
+	prom_family(out, "vrdma_vhost_rdma_maps", "gauge",
+		    "the daemon's mappings of the tenant's guest pages (MRs, rings)");
+	prom_sample(out, "vrdma_vhost_rdma_maps", NULL, NULL, (double)sh->used.maps);
+	prom_family(out, "vrdma_vhost_rdma_maps_limit", "gauge",
+		    "the tenant's quota of mappings of guest pages");
+	prom_sample(out, "vrdma_vhost_rdma_maps_limit", NULL, NULL, (double)sh->limit.maps);
 	prom_family(out, "vrdma_vhost_rdma_work_requests", "gauge",
 		    "work requests the tenant's QP rings can hold");
 	prom_sample(out, "vrdma_vhost_rdma_work_requests", NULL, NULL, (double)sh->used.wrs);

@@ -7,6 +7,7 @@
  * connection is an independent device instance, and one connection's
  * failure never stops the others.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -373,6 +374,8 @@ struct options {
 	gint max_qps;
 	gint64 max_pinned_mib;
 	gint64 max_wrs;
+	gint64 max_maps;
+	gchar **rdma_gids;
 	gint rdma_poll_us;
 	gboolean rdma_prefault;
 	gchar *metrics_file;
@@ -403,6 +406,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "max-qps", 0, 0, G_OPTION_ARG_INT, &o->max_qps, "rdma: queue pairs per tenant (default 4096)", "N" },
 		{ "max-pinned-mib", 0, 0, G_OPTION_ARG_INT64, &o->max_pinned_mib, "rdma: MiB of guest memory registered per tenant (default 16384)", "MIB" },
 		{ "max-wrs", 0, 0, G_OPTION_ARG_INT64, &o->max_wrs, "rdma: work requests the tenant's QP rings may hold (default 4194304)", "N" },
+		{ "max-maps", 0, 0, G_OPTION_ARG_INT64, &o->max_maps, "rdma: mappings of guest pages per tenant, one per run of contiguous pages in an MR or ring (default: 90 % of vm.max_map_count less 4096)", "N" },
+		{ "rdma-gid", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->rdma_gids, "rdma: an address (IPv4 or IPv6) of the function whose RoCE v2 GID the tenant may send from; repeat for more, up to 16, in the order of the guest's GID table (default: the function's first IPv4 address)", "ADDR" },
 		{ "rdma-poll-us", 0, 0, G_OPTION_ARG_INT, &o->rdma_poll_us, "rdma: after a send doorbell, keep polling its CQs and the doorbell queue until this long passes idle, 0..1000 (default 0: wait for interrupts and kicks)", "USEC" },
 		{ "metrics-file", 0, 0, G_OPTION_ARG_FILENAME, &o->metrics_file, "write counters here in the Prometheus text format (node_exporter's textfile collector), replaced atomically", "PATH" },
 		{ "metrics-interval", 0, 0, G_OPTION_ARG_INT, &o->metrics_interval, "seconds between metrics writes, 1..3600 (default 15)", "S" },
@@ -422,6 +427,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->max_qps = 4096;
 	o->max_pinned_mib = 16384;
 	o->max_wrs = 4194304;
+	o->max_maps = -1;
 	o->metrics_interval = 15;
 	g_option_context_add_main_entries(ctx, entries, NULL);
 	g_option_context_set_description(ctx,
@@ -490,6 +496,7 @@ static int check_usage(const struct options *o)
 	}
 	if (o->max_pds < 0 || o->max_mrs < 0 || o->max_cqs < 0 || o->max_qps < 0 ||
 	    o->max_pinned_mib < 0 || o->max_pinned_mib > (1ll << 24) || o->max_wrs < 0 ||
+	    o->max_maps < -1 ||
 	    o->rdma_poll_us < 0 || o->rdma_poll_us > 1000) {
 		fprintf(stderr, "vrdma-vhost: the --max-* quotas must be >= 0 "
 			"(--max-pinned-mib at most 16 TiB), --rdma-poll-us 0..1000\n");
@@ -629,8 +636,52 @@ static gboolean metrics_tick(gpointer data)
 	return G_SOURCE_CONTINUE;
 }
 
+/*
+ * The kernel's limit on a process's mappings, less what the daemon needs
+ * for itself (libraries, guest RAM regions, logs, stacks): the default
+ * mapping quota of the tenant's MRs and rings.  The package raises the
+ * limit (sysctl.d), since a scattered MR needs a mapping per page.
+ */
+static uint64_t default_max_maps(void)
+{
+	g_autofree gchar *text = NULL;
+	guint64 limit = 65530; /* the kernel's default */
+
+	if (g_file_get_contents("/proc/sys/vm/max_map_count", &text, NULL, NULL))
+		limit = g_ascii_strtoull(text, NULL, 10);
+	return limit * 9 / 10 > 4096 ? limit * 9 / 10 - 4096 : 0;
+}
+
+/* --rdma-gid: each address as the 16 bytes of its RoCE v2 GID. */
+static int parse_gids(char **addrs, uint8_t (*ret)[16], unsigned int *ret_n)
+{
+	unsigned int n = addrs ? g_strv_length(addrs) : 0;
+
+	if (n > 16) {
+		fprintf(stderr, "vrdma-vhost: at most 16 --rdma-gid addresses, not %u\n", n);
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		struct in_addr v4;
+
+		memset(ret[i], 0, 16);
+		if (inet_pton(AF_INET, addrs[i], &v4) == 1) {
+			ret[i][10] = ret[i][11] = 0xff;
+			memcpy(&ret[i][12], &v4, 4);
+		} else if (inet_pton(AF_INET6, addrs[i], ret[i]) != 1) {
+			fprintf(stderr, "vrdma-vhost: invalid address '%s' for --rdma-gid "
+				"(an IPv4 or IPv6 address)\n", addrs[i]);
+			return -EINVAL;
+		}
+	}
+	*ret_n = n;
+	return 0;
+}
+
 static int run(struct daemon *d, const struct options *o)
 {
+	uint8_t gids[16][16];
+	unsigned int ngids = 0;
 	struct vhost_device_args args = {
 		.blk_file = o->blk_file,
 		.read_only = o->read_only,
@@ -641,12 +692,17 @@ static int run(struct daemon *d, const struct options *o)
 			.cqs = (uint32_t)o->max_cqs, .qps = (uint32_t)o->max_qps,
 			.pinned_bytes = (uint64_t)o->max_pinned_mib << 20,
 			.wrs = (uint64_t)o->max_wrs,
+			.maps = o->max_maps >= 0 ? (uint64_t)o->max_maps : default_max_maps(),
 		},
+		.rdma_gids = (const uint8_t (*)[16])gids,
 		.rdma_poll_us = (unsigned int)o->rdma_poll_us,
 		.rdma_prefault = o->rdma_prefault,
 	};
 	int ret;
 
+	if (parse_gids(o->rdma_gids, gids, &ngids) < 0)
+		return EXIT_USAGE;
+	args.n_rdma_gids = ngids;
 	if (o->tenant || o->vf || o->ibdev) {
 		if (resolve_function(o, &d->function, &d->lease_fd) < 0)
 			return EXIT_SETUP;
@@ -745,6 +801,7 @@ static void options_clear(struct options *o)
 	g_free(o->sysfs_root);
 	g_free(o->sriov_state);
 	g_free(o->metrics_file);
+	g_strfreev(o->rdma_gids);
 }
 
 int main(int argc, char **argv)

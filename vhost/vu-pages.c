@@ -46,11 +46,16 @@ static int map_run(uint8_t *at, const struct vu_region *r, uint64_t gpa, uint64_
 	return 0;
 }
 
-static int map_all(struct vu_dev *dev, struct vu_pages *p)
+/*
+ * The runs of p's pages, each checked to lie inside one region: counted
+ * (map false), or mapped at p->addr.  Returns how many, or -errno.
+ */
+static int64_t walk_runs(struct vu_dev *dev, const struct vu_pages *p, bool map)
 {
 	uint64_t page = 1ull << p->page_shift;
+	int64_t runs = 0;
 
-	for (uint64_t i = 0; i < p->npages;) {
+	for (uint64_t i = 0; i < p->npages; runs++) {
 		const struct vu_region *r = vu_mem_region(&dev->mem, p->gpa[i]);
 		uint64_t n;
 		int ret;
@@ -58,12 +63,12 @@ static int map_all(struct vu_dev *dev, struct vu_pages *p)
 		if (p->gpa[i] % page || !r || !range_within(p->gpa[i] - r->gpa, page, r->size))
 			return -EFAULT;
 		n = run_length(r, p->gpa, i, p->npages, page);
-		ret = map_run(p->addr + i * page, r, p->gpa[i], n * page);
+		ret = map ? map_run(p->addr + i * page, r, p->gpa[i], n * page) : 0;
 		if (ret < 0)
 			return ret;
 		i += n;
 	}
-	return 0;
+	return runs;
 }
 
 /*
@@ -85,9 +90,10 @@ static uint8_t *region_view(struct vu_dev *dev, const uint64_t *gpas, uint64_t n
 }
 
 int vu_pages_map(struct vu_dev *dev, const uint64_t *gpas, uint64_t npages,
-		 unsigned int page_shift, bool guarded, struct vu_pages **ret)
+		 unsigned int page_shift, bool guarded, uint64_t max_maps, struct vu_pages **ret)
 {
 	g_autofree struct vu_pages *p = NULL;
+	int64_t runs;
 	void *base;
 	int r;
 
@@ -107,13 +113,22 @@ int vu_pages_map(struct vu_dev *dev, const uint64_t *gpas, uint64_t npages,
 			return 0;
 		}
 	}
+	/* Each run is one mapping of the process, and the kernel allows a
+	 * process only so many (vm.max_map_count): counted before any is made. */
+	runs = walk_runs(dev, p, false);
+	if (runs < 0 || (uint64_t)runs > max_maps) {
+		g_free(p->gpa);
+		return runs < 0 ? (int)runs : -ENOSPC;
+	}
+	p->nmaps = (uint64_t)runs;
 	base = mmap(NULL, p->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) {
 		g_free(p->gpa);
 		return -ENOMEM;
 	}
 	p->addr = base;
-	r = map_all(dev, p);
+	runs = walk_runs(dev, p, true);
+	r = runs < 0 ? (int)runs : 0;
 	if (r == 0 && guarded) {
 		r = vu_guard_add(p->addr, p->len, &dev->poisoned);
 		p->guarded = r == 0;

@@ -112,15 +112,18 @@ struct vu_pages {
 	uint64_t *gpa; /* of each page */
 	bool guarded;
 	bool borrowed; /* the region's mapping, not ours */
+	uint64_t nmaps; /* mappings the view made (one per run of pages) */
 };
 
 /*
  * Maps npages guest-physical pages of 1 << page_shift bytes (each aligned
  * and wholly inside guest RAM, else -EFAULT).  guarded: the caller itself
  * reads and writes the view (a SIGBUS in it poisons the connection).
+ * -ENOSPC, with nothing mapped, when the view would need more than
+ * max_maps mappings (one per run of pages contiguous in one region).
  */
 int vu_pages_map(struct vu_dev *dev, const uint64_t *gpas, uint64_t npages,
-		 unsigned int page_shift, bool guarded, struct vu_pages **ret);
+		 unsigned int page_shift, bool guarded, uint64_t max_maps, struct vu_pages **ret);
 void vu_pages_unmap(struct vu_pages *p);
 /* Marks bytes [off, off+len) of the view written, when logging. */
 void vu_pages_log(struct vu_dev *dev, const struct vu_pages *p, uint64_t off, uint64_t len);
