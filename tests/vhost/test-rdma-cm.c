@@ -189,6 +189,31 @@ static int peer_client(const char *port, uint8_t seed)
 	return 0;
 }
 
+/* Connects to addr_a:port n times, each with a fresh id and no QP, and
+ * expects each to be refused (the guest rejects them, or fails to accept). */
+static int peer_flood(const char *port, unsigned int n)
+{
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP };
+	struct rdma_conn_param param = { .qp_num = 1, .retry_count = 1 };
+	struct rdma_addrinfo *res;
+
+	if (rdma_getaddrinfo(addr_a, port, &hints, &res))
+		return 40;
+	for (unsigned int i = 0; i < n; i++) {
+		struct rdma_cm_id *id;
+		int r;
+
+		if (rdma_create_ep(&id, res, NULL, NULL))
+			return 41;
+		r = rdma_connect(id, &param);
+		rdma_destroy_ep(id);
+		if (r == 0)
+			return 42; /* accepted: the guest never does */
+	}
+	rdma_freeaddrinfo(res);
+	return 0;
+}
+
 static void peer_start(struct peer *p, bool server, const char *port, uint8_t seed)
 {
 	int fds[2];
@@ -217,7 +242,8 @@ static void peer_finish(struct peer *p)
 	int st;
 
 	assert_int_equal(waitpid(p->pid, &st, 0), p->pid);
-	close(p->ready);
+	if (p->ready >= 0)
+		close(p->ready);
 	if (!WIFEXITED(st) || WEXITSTATUS(st))
 		fprintf(stderr, "native peer: %s %d\n", WIFEXITED(st) ? "exit" : "signal",
 			WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
@@ -412,11 +438,82 @@ static void test_guest_listens(void **state)
 	rp_guest_close(&g);
 }
 
+/* The handle the device gives the k-th connection of a guest that has
+ * had no other: generation-tagged slots of a 16-slot table, round robin
+ * (vhost/rdma-table.c).  Predictable, as a hostile guest would have it. */
+static uint32_t nth_conn_handle(unsigned int k)
+{
+	return (k / 16 + 1) << 20 | (k % 16 + 1);
+}
+
+/* Refuses the request h once it has come (ENOENT until then): rejected,
+ * or accepted onto the guest's QP, which is in RESET, so the accept fails
+ * and frees the handle as a reject does. */
+static int refuse_request(struct rp_guest *g, uint32_t h, bool by_failed_accept)
+{
+	uint64_t deadline = monotonic_ns() + RP_TIMEOUT_MS * 3000000ull;
+	int st;
+
+	for (;;) {
+		if (by_failed_accept) {
+			struct vrdma_cm_accept_req a = { .conn = h, .qp = g->qp.handle };
+
+			st = vgd_cmd(g->g, VRDMA_CMD_CM_ACCEPT, &a, sizeof(a), NULL, 0);
+			if (st == VRDMA_EINVAL)
+				return 0;
+		} else {
+			struct vrdma_cm_reject_req r = { .conn = h };
+
+			st = vgd_cmd(g->g, VRDMA_CMD_CM_REJECT, &r, sizeof(r), NULL, 0);
+		}
+		if (st != VRDMA_ENOENT || monotonic_ns() > deadline)
+			return st;
+		usleep(1000);
+	}
+}
+
+/*
+ * A guest that never fetches CM events, and a peer that keeps connecting:
+ * the guest rejects each request by guessing its handle (or fails to
+ * accept it, with a QP in RESET), so handles are freed while their
+ * CONNECT_REQUEST waits.  The spec promises at most two events per live
+ * handle: afterwards no event is left at all, however many came.
+ */
+static void test_cm_events_bounded(void **state)
+{
+	enum { CONNECTS = 2000 };
+	struct vrdma_cm_listen_req l = { .port = 18704, .backlog = 8 };
+	struct vrdma_handle lh = { 0 };
+	struct vrdma_cm_event e;
+	struct rp_guest g;
+	struct peer p;
+	unsigned int left = 0;
+
+	(void)state;
+	assert_int_equal(rp_guest_open(tenant_a.sock, &g), 0);
+	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_LISTEN, &l, sizeof(l), &lh, sizeof(lh)), 0);
+	p.pid = fork();
+	assert_true(p.pid >= 0);
+	if (p.pid == 0) {
+		alarm(PEER_TIMEOUT_S * 10);
+		_exit(enter_netns(netns_b) ? 2 : peer_flood("18704", CONNECTS));
+	}
+	p.ready = -1;
+	for (unsigned int k = 0; k < CONNECTS; k++)
+		assert_int_equal(refuse_request(&g, nth_conn_handle(k), k % 3 == 2), 0);
+	peer_finish(&p);
+	while (vgd_cmd(g.g, VRDMA_CMD_CM_GET_EVENT, NULL, 0, &e, sizeof(e)) == 0)
+		left++;
+	fprintf(stderr, "%d connects refused; %u CM events left\n", CONNECTS, left);
+	assert_int_equal(left, 0);
+	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_DESTROY_LISTEN, &lh, sizeof(lh), NULL, 0), 0);
+	rp_guest_close(&g);
+}
+
 /* What the device refuses, and a connection nobody listens for. */
 static void test_refusals(void **state)
 {
 	struct vrdma_cm_listen_req l = { .port = 18702, .backlog = 1 };
-	struct vrdma_cm_accept_req a = { .conn = 12345, .qp = 1 };
 	struct vrdma_handle h = { 0 };
 	struct vrdma_cm_event e;
 	struct rp_guest g;
@@ -444,10 +541,7 @@ static void test_refusals(void **state)
 	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_DESTROY_LISTEN, &h, sizeof(h), NULL, 0), 0);
 	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_DESTROY_LISTEN, &h, sizeof(h), NULL, 0),
 			 VRDMA_ENOENT);
-	/* Unknown connections. */
-	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_ACCEPT, &a, sizeof(a), NULL, 0), VRDMA_ENOENT);
-	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_DISCONNECT, &(struct vrdma_handle){ 999 },
-				 sizeof(h), NULL, 0), VRDMA_ENOENT);
+	/* Connections of another guest are not this one's (see below). */
 	/* Nobody listens on the peer's port: the peer's CM rejects. */
 	guest_qp_init(&g);
 	conn = guest_connect(&g, addr_b, 18703, &st);
@@ -476,6 +570,80 @@ static void test_refusals(void **state)
 	rp_guest_close(&g);
 }
 
+/*
+ * A route that leaves through another host device (the other tenant's
+ * rxe1, here) is not the guest's to use: the connection ends as soon as
+ * the address resolves, with ENETUNREACH, before anything is sent.
+ */
+static void test_route_through_other_device(void **state)
+{
+	uint8_t elsewhere[4] = { 198, 51, 100, 7 };
+	struct vrdma_cm_event e;
+	struct rp_guest g;
+	uint32_t conn;
+	int st;
+
+	(void)state;
+	/* 198.51.100.7 is reached through vb (rxe1) only. */
+	assert_int_equal(system("ip route add 198.51.100.7/32 dev vb && "
+				"ip neigh replace 198.51.100.7 lladdr 02:00:00:00:00:07 dev vb "
+				"nud permanent"), 0);
+	assert_int_equal(rp_guest_open(tenant_a.sock, &g), 0);
+	guest_qp_init(&g);
+	conn = guest_connect_to(&g, elsewhere, 18705, &st);
+	assert_int_equal(st, 0);
+	guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
+	assert_int_equal(system("ip route del 198.51.100.7/32 dev vb"), 0);
+	assert_int_equal(e.conn, conn);
+	assert_int_equal(e.status, VRDMA_ENETUNREACH);
+	rp_guest_close(&g);
+}
+
+/*
+ * The handle of a live request of another guest of the same tenant, on the
+ * same host function, names nothing here: ACCEPT, REJECT and DISCONNECT of
+ * it are refused, and the request stays the other guest's to answer.
+ */
+static void test_foreign_conn_handles(void **state)
+{
+	struct vrdma_cm_listen_req l = { .port = 18706, .backlog = 1 };
+	struct vrdma_handle lh = { 0 };
+	struct vrdma_cm_event e;
+	struct rp_guest g, other;
+	struct peer p;
+
+	(void)state;
+	assert_int_equal(rp_guest_open(tenant_a.sock, &g), 0);
+	assert_int_equal(rp_guest_open(tenant_a.sock, &other), 0);
+	assert_int_equal(vgd_cmd(other.g, VRDMA_CMD_CM_LISTEN, &l, sizeof(l), &lh, sizeof(lh)), 0);
+	guest_qp_init(&g);
+	p.pid = fork();
+	assert_true(p.pid >= 0);
+	if (p.pid == 0) {
+		alarm(PEER_TIMEOUT_S);
+		_exit(enter_netns(netns_b) ? 2 : peer_flood("18706", 1));
+	}
+	p.ready = -1;
+	guest_cm_event(&other, VRDMA_CM_EV_CONNECT_REQUEST, &e);
+	{
+		struct vrdma_cm_accept_req a = { .conn = e.conn, .qp = g.qp.handle };
+		struct vrdma_cm_reject_req r = { .conn = e.conn };
+
+		assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_ACCEPT, &a, sizeof(a), NULL, 0),
+				 VRDMA_ENOENT);
+		assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_REJECT, &r, sizeof(r), NULL, 0),
+				 VRDMA_ENOENT);
+		assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_DISCONNECT,
+					 &(struct vrdma_handle){ e.conn }, sizeof(struct vrdma_handle),
+					 NULL, 0), VRDMA_ENOENT);
+		/* Still the other guest's: it rejects it, and the peer hears so. */
+		assert_int_equal(vgd_cmd(other.g, VRDMA_CMD_CM_REJECT, &r, sizeof(r), NULL, 0), 0);
+	}
+	peer_finish(&p);
+	rp_guest_close(&other);
+	rp_guest_close(&g);
+}
+
 static int setup(void **state)
 {
 	const char *args_a[] = { "--device", "rdma", "--ibdev", dev_a, NULL };
@@ -501,6 +669,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_guest_connects),
 		cmocka_unit_test(test_guest_listens),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_route_through_other_device),
+		cmocka_unit_test(test_foreign_conn_handles),
+		cmocka_unit_test(test_cm_events_bounded),
 	};
 
 	vt_init(argc, argv);

@@ -22,88 +22,18 @@
 #include <cmocka.h>
 #include <glib.h>
 
-#include "rdma-peer.h"
+#include "rdma-checks.h"
 #include "util.h"
 #include "vt-common.h"
 
 static struct vt_daemon tenant_a, tenant_b, tenant_small;
 static const char *dev_a, *dev_b;
 
-static void fill(uint8_t *p, size_t n, uint8_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(seed + i * 7 + (i >> 9));
-}
-
-static void guest_fill(struct rp_guest *p, uint64_t off, uint32_t len, uint8_t seed)
-{
-	g_autofree uint8_t *b = g_malloc(len);
-
-	fill(b, len, seed);
-	assert_int_equal(vgd_buf_write(p->g, &p->buf, off, b, len), 0);
-}
-
-static void guest_expect(struct rp_guest *p, uint64_t off, const uint8_t *want, uint32_t len)
-{
-	g_autofree uint8_t *b = g_malloc(len);
-
-	assert_int_equal(vgd_buf_read(p->g, &p->buf, off, b, len), 0);
-	assert_memory_equal(b, want, len);
-}
-
-static void guest_expect_pattern(struct rp_guest *p, uint64_t off, uint32_t len, uint8_t seed)
-{
-	g_autofree uint8_t *want = g_malloc(len);
-
-	fill(want, len, seed);
-	guest_expect(p, off, want, len);
-}
-
-static void native_expect_pattern(struct rp_native *n, uint64_t off, uint32_t len, uint8_t seed)
-{
-	g_autofree uint8_t *want = g_malloc(len);
-
-	fill(want, len, seed);
-	assert_memory_equal(n->buf + off, want, len);
-}
-
-/* Nothing landed in the native peer's first len bytes. */
-static void native_expect_zero(struct rp_native *n, uint32_t len)
-{
-	for (uint32_t i = 0; i < len; i++)
-		assert_int_equal(n->buf[i], 0);
-}
-
-static void connect_pair(struct rp_guest *g, struct rp_native *n, uint8_t rnr_retry)
-{
-	assert_int_equal(vgd_connect_qp(g->g, &g->qp, n->qp->qp_num, n->gid, g->gid_index,
-					rnr_retry), 0);
-	assert_int_equal(rp_native_connect(n, g->qp.qpn, g->gid, rnr_retry), 0);
-}
-
 static void open_pair(struct rp_guest *g, struct rp_native *n, uint8_t rnr_retry)
 {
 	assert_int_equal(rp_guest_open(tenant_a.sock, g), 0);
 	assert_int_equal(rp_native_open(dev_b, n), 0);
-	connect_pair(g, n, rnr_retry);
-}
-
-static void guest_post(struct rp_guest *g, const struct vgd_send *w)
-{
-	assert_int_equal(vgd_post_send(g->g, &g->qp, w, 1, true), 0);
-}
-
-static void guest_expect_cqe(struct rp_guest *g, uint64_t wr_id, uint32_t status,
-			     uint32_t opcode)
-{
-	struct vrdma_cqe c;
-
-	assert_int_equal(rp_guest_wait(g, &c), 0);
-	assert_int_equal(c.wr_id, wr_id);
-	assert_int_equal(c.status, status);
-	if (status == IBV_WC_SUCCESS)
-		assert_int_equal(c.opcode, opcode);
-	assert_int_equal(c.qp_num, g->qp.qpn);
+	rt_connect_pair(g, n, rnr_retry);
 }
 
 /* ---- every opcode against a native peer ---- */
@@ -118,21 +48,21 @@ static void test_send_recv(void **state)
 	(void)state;
 	open_pair(&g, &n, 7);
 	/* Guest to native: two SGEs out of a scattered MR. */
-	guest_fill(&g, 0, 3000, 1);
+	rt_guest_fill(&g, 0, 3000, 1);
 	assert_int_equal(rp_native_post_recv(&n, 11, 0, 8192), 0);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 1, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED, .num_sge = 2,
 		.sge = { rp_guest_sge(&g, 0, 1000), rp_guest_sge(&g, 1000, 2000) } });
-	guest_expect_cqe(&g, 1, IBV_WC_SUCCESS, IBV_WC_SEND);
+	rt_guest_expect_cqe(&g, 1, IBV_WC_SUCCESS, IBV_WC_SEND);
 	assert_int_equal(rp_native_wait(&n, &wc), 0);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
 	assert_int_equal(wc.opcode, IBV_WC_RECV);
 	assert_int_equal(wc.byte_len, 3000);
-	native_expect_pattern(&n, 0, 3000, 1);
+	rt_native_expect_pattern(&n, 0, 3000, 1);
 	/* Native to guest, with immediate data; no receive doorbell. */
 	assert_int_equal(vgd_post_recv(g.g, &g.qp, &(struct vgd_recv){
 		.wr_id = 21, .num_sge = 1, .sge = { rp_guest_sge(&g, 8192, 4096) } }, 1, false), 0);
-	fill(n.buf + 4096, 2048, 2);
+	rt_fill(n.buf + 4096, 2048, 2);
 	assert_int_equal(rp_native_post_send(&n, IBV_WR_SEND_WITH_IMM, 12, 4096, 2048, 0, 0,
 					     htonl(0x1234)), 0);
 	assert_int_equal(rp_native_wait(&n, &wc), 0);
@@ -144,14 +74,14 @@ static void test_send_recv(void **state)
 	assert_int_equal(c.byte_len, 2048);
 	assert_int_equal(c.wc_flags & IBV_WC_WITH_IMM, IBV_WC_WITH_IMM);
 	assert_int_equal(c.imm_data, htonl(0x1234));
-	guest_expect_pattern(&g, 8192, 2048, 2);
+	rt_guest_expect_pattern(&g, 8192, 2048, 2);
 	/* Inline: the bytes ride in the WQE. */
 	assert_int_equal(rp_native_post_recv(&n, 13, 0, 8192), 0);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 3, .opcode = VRDMA_WR_SEND,
 		.flags = VRDMA_SEND_SIGNALED | VRDMA_SEND_INLINE,
 		.inline_data = "inline bytes: forty of them, exactly so.", .inline_len = 40 });
-	guest_expect_cqe(&g, 3, IBV_WC_SUCCESS, IBV_WC_SEND);
+	rt_guest_expect_cqe(&g, 3, IBV_WC_SUCCESS, IBV_WC_SEND);
 	assert_int_equal(rp_native_wait(&n, &wc), 0);
 	assert_int_equal(wc.byte_len, 40);
 	assert_memory_equal(n.buf, "inline bytes: forty of them, exactly so.", 40);
@@ -169,40 +99,40 @@ static void test_write_read(void **state)
 	(void)state;
 	open_pair(&g, &n, 7);
 	/* WRITE from a guest page that straddles two scattered pages. */
-	guest_fill(&g, 16384 - 1000, 5000, 3);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_fill(&g, 16384 - 1000, 5000, 3);
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 4, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf + 16384, .rkey = n.mr->rkey, .num_sge = 1,
 		.sge = { rp_guest_sge(&g, 16384 - 1000, 5000) } });
-	guest_expect_cqe(&g, 4, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
-	native_expect_pattern(&n, 16384, 5000, 3);
+	rt_guest_expect_cqe(&g, 4, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	rt_native_expect_pattern(&n, 16384, 5000, 3);
 	/* WRITE_WITH_IMM consumes a receive at the native side. */
 	assert_int_equal(rp_native_post_recv(&n, 14, 0, 64), 0);
-	guest_fill(&g, 20480, 777, 4);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_fill(&g, 20480, 777, 4);
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 5, .opcode = VRDMA_WR_RDMA_WRITE_WITH_IMM, .flags = VRDMA_SEND_SIGNALED,
 		.imm = htonl(77), .remote_addr = (uintptr_t)n.buf + 24576, .rkey = n.mr->rkey,
 		.num_sge = 1, .sge = { rp_guest_sge(&g, 20480, 777) } });
-	guest_expect_cqe(&g, 5, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	rt_guest_expect_cqe(&g, 5, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	assert_int_equal(rp_native_wait(&n, &wc), 0);
 	assert_int_equal(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
 	assert_int_equal(wc.imm_data, htonl(77));
-	native_expect_pattern(&n, 24576, 777, 4);
+	rt_native_expect_pattern(&n, 24576, 777, 4);
 	/* READ into the guest. */
-	fill(n.buf + 32768, 6000, 5);
-	guest_post(&g, &(struct vgd_send){
+	rt_fill(n.buf + 32768, 6000, 5);
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 6, .opcode = VRDMA_WR_RDMA_READ, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf + 32768, .rkey = n.mr->rkey, .num_sge = 1,
 		.sge = { rp_guest_sge(&g, 40000, 6000) } });
-	guest_expect_cqe(&g, 6, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
-	guest_expect_pattern(&g, 40000, 6000, 5);
+	rt_guest_expect_cqe(&g, 6, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	rt_guest_expect_pattern(&g, 40000, 6000, 5);
 	/* The native peer writes into the guest's remote-writable MR... */
-	fill(n.buf + 49152, 3333, 6);
+	rt_fill(n.buf + 49152, 3333, 6);
 	assert_int_equal(rp_native_post_send(&n, IBV_WR_RDMA_WRITE, 15, 49152, 3333,
 					     g.mr.iova + 65536 + 100, g.mr.rkey, 0), 0);
 	assert_int_equal(rp_native_wait(&n, &wc), 0);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
-	guest_expect_pattern(&g, 65536 + 100, 3333, 6);
+	rt_guest_expect_pattern(&g, 65536 + 100, 3333, 6);
 	/* ... and with immediate data, which the guest sees as opcode 129. */
 	assert_int_equal(vgd_post_recv(g.g, &g.qp, &(struct vgd_recv){ .wr_id = 22 }, 1, false),
 			 0);
@@ -214,7 +144,7 @@ static void test_write_read(void **state)
 	assert_int_equal(c.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
 	assert_int_equal(c.imm_data, htonl(99));
 	assert_int_equal(c.byte_len, 100);
-	guest_expect_pattern(&g, 131072, 100, 6);
+	rt_guest_expect_pattern(&g, 131072, 100, 6);
 	rp_native_close(&n);
 	rp_guest_close(&g);
 }
@@ -230,20 +160,20 @@ static void test_atomics(void **state)
 	if (!(g.g->features & VUF_BIT(VRDMA_F_ATOMIC)))
 		skip(); /* the host device has no atomics: the device must not offer them */
 	memcpy(n.buf + 98304, &v, 8);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 7, .opcode = VRDMA_WR_ATOMIC_CMP_AND_SWP, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf + 98304, .rkey = n.mr->rkey, .compare_add = 5,
 		.swap = 9, .num_sge = 1, .sge = { rp_guest_sge(&g, 98304, 8) } });
-	guest_expect_cqe(&g, 7, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP);
+	rt_guest_expect_cqe(&g, 7, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP);
 	assert_int_equal(vgd_buf_read(g.g, &g.buf, 98304, &old, 8), 0);
 	assert_int_equal(old, 5);
 	memcpy(&v, n.buf + 98304, 8);
 	assert_int_equal(v, 9);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 8, .opcode = VRDMA_WR_ATOMIC_FETCH_AND_ADD, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf + 98304, .rkey = n.mr->rkey, .compare_add = 3,
 		.num_sge = 1, .sge = { rp_guest_sge(&g, 98312, 8) } });
-	guest_expect_cqe(&g, 8, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD);
+	rt_guest_expect_cqe(&g, 8, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD);
 	assert_int_equal(vgd_buf_read(g.g, &g.buf, 98312, &old, 8), 0);
 	assert_int_equal(old, 9);
 	memcpy(&v, n.buf + 98304, 8);
@@ -263,7 +193,7 @@ static void test_unsignaled_batch(void **state)
 
 	(void)state;
 	open_pair(&g, &n, 7);
-	guest_fill(&g, 0, 40 * 1024, 9);
+	rt_guest_fill(&g, 0, 40 * 1024, 9);
 	for (int i = 0; i < 40; i++)
 		w[i] = (struct vgd_send){
 			.wr_id = 100 + (uint64_t)i, .opcode = VRDMA_WR_RDMA_WRITE,
@@ -275,7 +205,7 @@ static void test_unsignaled_batch(void **state)
 	assert_int_equal(vgd_wait_cq(g.g, &g.cq, c, 1, RP_TIMEOUT_MS, &got), 0);
 	assert_int_equal(c[0].wr_id, 139);
 	assert_int_equal(c[0].status, IBV_WC_SUCCESS);
-	native_expect_pattern(&n, 0, 40 * 1024, 9);
+	rt_native_expect_pattern(&n, 0, 40 * 1024, 9);
 	/* Exactly one completion: none for the unsignaled ones. */
 	assert_int_equal(vgd_wait_cq(g.g, &g.cq, c, 1, 200, &got), -ETIMEDOUT);
 	assert_int_equal(got, 0);
@@ -288,16 +218,6 @@ static void test_unsignaled_batch(void **state)
 
 /* ---- RC errors as completion statuses ---- */
 
-static void expect_event(struct vgd *g, uint16_t type, uint32_t handle, uint32_t data)
-{
-	struct vrdma_event ev;
-
-	assert_int_equal(vgd_wait_event(g, RP_TIMEOUT_MS, &ev), 0);
-	assert_int_equal(ev.type, type);
-	assert_int_equal(ev.handle, handle);
-	assert_int_equal(ev.data, data);
-}
-
 static void test_bad_lkey(void **state)
 {
 	struct rp_guest g;
@@ -305,27 +225,27 @@ static void test_bad_lkey(void **state)
 
 	(void)state;
 	open_pair(&g, &n, 7);
-	guest_fill(&g, 0, 4096, 10);
+	rt_guest_fill(&g, 0, 4096, 10);
 	memset(n.buf, 0, 8192);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 30, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey, .num_sge = 1,
 		.sge = { { .addr = g.mr.iova, .length = 4096, .lkey = g.mr.lkey ^ 0x100 } } });
-	guest_expect_cqe(&g, 30, IBV_WC_LOC_PROT_ERR, 0);
-	expect_event(g.g, VRDMA_EV_QP_FATAL, g.qp.handle, VRDMA_QPF_BAD_WQE);
+	rt_guest_expect_cqe(&g, 30, IBV_WC_LOC_PROT_ERR, 0);
+	rt_expect_event(g.g, VRDMA_EV_QP_FATAL, g.qp.handle, VRDMA_QPF_BAD_WQE);
 	/* A range past the MR's end is refused the same way. */
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 31, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey, .num_sge = 1,
 		.sge = { rp_guest_sge(&g, RP_BUF_SIZE - 100, 101) } });
-	guest_expect_cqe(&g, 31, IBV_WC_LOC_PROT_ERR, 0);
+	rt_guest_expect_cqe(&g, 31, IBV_WC_LOC_PROT_ERR, 0);
 	/* A good WQE on the QP in error is flushed. */
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 32, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey, .num_sge = 1,
 		.sge = { rp_guest_sge(&g, 0, 4096) } });
-	guest_expect_cqe(&g, 32, IBV_WC_WR_FLUSH_ERR, 0);
-	native_expect_zero(&n, 8192);
+	rt_guest_expect_cqe(&g, 32, IBV_WC_WR_FLUSH_ERR, 0);
+	rt_native_expect_zero(&n, 8192);
 	rp_native_close(&n);
 	rp_guest_close(&g);
 }
@@ -338,13 +258,13 @@ static void test_remote_access_error(void **state)
 	(void)state;
 	open_pair(&g, &n, 7);
 	memset(n.buf, 0, 8192);
-	guest_fill(&g, 0, 4096, 11);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_fill(&g, 0, 4096, 11);
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 40, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey ^ 0xff00, .num_sge = 1,
 		.sge = { rp_guest_sge(&g, 0, 4096) } });
-	guest_expect_cqe(&g, 40, IBV_WC_REM_ACCESS_ERR, 0);
-	native_expect_zero(&n, 8192);
+	rt_guest_expect_cqe(&g, 40, IBV_WC_REM_ACCESS_ERR, 0);
+	rt_native_expect_zero(&n, 8192);
 	rp_native_close(&n);
 	rp_guest_close(&g);
 }
@@ -356,10 +276,10 @@ static void test_rnr(void **state)
 
 	(void)state;
 	open_pair(&g, &n, 0); /* no RNR retries: the first NAK is final */
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 50, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED, .num_sge = 1,
 		.sge = { rp_guest_sge(&g, 0, 64) } });
-	guest_expect_cqe(&g, 50, IBV_WC_RNR_RETRY_EXC_ERR, 0);
+	rt_guest_expect_cqe(&g, 50, IBV_WC_RNR_RETRY_EXC_ERR, 0);
 	rp_native_close(&n);
 	rp_guest_close(&g);
 }
@@ -387,11 +307,11 @@ static void test_dirty_log_and_stop(void **state)
 	(void)state;
 	assert_int_equal(rp_guest_open_opts(tenant_a.sock, &o, &g), 0);
 	assert_int_equal(rp_native_open(dev_b, &n), 0);
-	connect_pair(&g, &n, 7);
+	rt_connect_pair(&g, &n, 7);
 	vuf_log_clear(g.g->log);
 	/* A remote WRITE has no local completion: the device marks the
 	 * remote-writable MR on its own, within its 100 ms period. */
-	fill(n.buf, 4096, 20);
+	rt_fill(n.buf, 4096, 20);
 	assert_int_equal(rp_native_post_send(&n, IBV_WR_RDMA_WRITE, 1, 0, 4096,
 					     g.mr.iova + 8 * 4096, g.mr.rkey, 0), 0);
 	assert_int_equal(rp_native_wait(&n, &wc), 0);
@@ -422,13 +342,13 @@ static void test_dirty_log_and_stop(void **state)
 		assert_true(guest_page_dirty(&g, off));
 	/* Nothing lands after the stop: the QP is in error. */
 	assert_int_equal(vgd_buf_write(g.g, &g.buf, 30 * 4096, zero, sizeof(zero)), 0);
-	fill(n.buf, 4096, 21);
+	rt_fill(n.buf, 4096, 21);
 	assert_int_equal(rp_native_post_send(&n, IBV_WR_RDMA_WRITE, 5, 0, 4096,
 					     g.mr.iova + 30 * 4096, g.mr.rkey, 0), 0);
 	/* The requester only retries into a QP in error (rxe's retry timer
 	 * may take long to give up): what matters is that nothing lands. */
 	usleep(500000);
-	guest_expect(&g, 30 * 4096, zero, sizeof(zero));
+	rt_guest_expect(&g, 30 * 4096, zero, sizeof(zero));
 	/* The guest resumes on a device that never had its objects (the
 	 * destination): its first event says so, and its handles are unknown. */
 	assert_true(base[VRDMA_VQ_CTRL] > 0);
@@ -442,6 +362,29 @@ static void test_dirty_log_and_stop(void **state)
 	rp_guest_close(&g);
 }
 
+/* Lines of `rdma resource show KIND` that belong to process pid. */
+static int host_objects(const char *kind, pid_t pid)
+{
+	char cmd[128], line[512], want[32];
+	int n = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>/dev/null", kind);
+	snprintf(want, sizeof(want), " pid %d ", (int)pid);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line) - 1, f)) {
+		/* Make the last field end in a space too. */
+		size_t len = strcspn(line, "\n");
+
+		line[len] = ' ';
+		line[len + 1] = '\0';
+		n += strstr(line, want) != NULL;
+	}
+	assert_int_equal(pclose(f), 0);
+	return n;
+}
+
 /* Memory the front end removes under a live MR: the QPs of its PD go to
  * error, the MR is deregistered, and its lkey no longer passes. */
 static void test_memory_removed(void **state)
@@ -451,22 +394,26 @@ static void test_memory_removed(void **state)
 	struct rp_native n;
 	struct vgd_buf extra;
 	struct vgd_mr mr;
+	int mrs;
 
 	(void)state;
 	assert_int_equal(rp_guest_open_opts(tenant_a.sock, &o, &g), 0);
 	assert_int_equal(rp_native_open(dev_b, &n), 0);
-	connect_pair(&g, &n, 7);
+	rt_connect_pair(&g, &n, 7);
 	assert_int_equal(vgd_buf_alloc_in(g.g, 1, 1u << 20, true, &extra), 0);
 	assert_int_equal(vgd_reg_mr(g.g, g.pd, &extra, 0, 1u << 20, VRDMA_ACCESS_ALL, &mr), 0);
+	mrs = host_objects("mr", tenant_a.d.pid);
 	assert_int_equal(vgd_remove_extra(g.g), 0);
-	expect_event(g.g, VRDMA_EV_QP_FATAL, g.qp.handle, VRDMA_QPF_MEMORY);
+	rt_expect_event(g.g, VRDMA_EV_QP_FATAL, g.qp.handle, VRDMA_QPF_MEMORY);
+	/* Deregistered on the host function itself, not only forgotten. */
+	assert_int_equal(host_objects("mr", tenant_a.d.pid), mrs - 1);
 	memset(n.buf, 0, 8192);
-	guest_post(&g, &(struct vgd_send){
+	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 80, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey, .num_sge = 1,
 		.sge = { { .addr = mr.iova, .length = 4096, .lkey = mr.lkey } } });
-	guest_expect_cqe(&g, 80, IBV_WC_LOC_PROT_ERR, 0);
-	native_expect_zero(&n, 8192);
+	rt_guest_expect_cqe(&g, 80, IBV_WC_LOC_PROT_ERR, 0);
+	rt_native_expect_zero(&n, 8192);
 	/* The handle lives on until the guest lets go of it. */
 	assert_int_equal(vgd_destroy(g.g, VRDMA_CMD_DEREG_MR, mr.handle), 0);
 	vgd_buf_free(&extra);
@@ -474,39 +421,120 @@ static void test_memory_removed(void **state)
 	rp_guest_close(&g);
 }
 
-/* Garbage in the send ring, slot after slot: each is refused with a local
- * error, nothing reaches the peer, and the back end serves on. */
+/*
+ * One refused send WQE per check of spec 6.2, each on a fresh QP: the
+ * status that check documents, the device's own QP_FATAL (BAD_WQE, which
+ * no host-side refusal gives), and nothing reaches the peer.  Then random
+ * garbage: some refusal, always the device's own.
+ */
+struct hostile_wqe {
+	const char *what;
+	uint32_t opcode, flags, num_sge, length;
+	uint64_t remote_addr;
+	struct vrdma_sge sge[2];
+	uint32_t status;
+};
+
+static void run_hostile_wqe(const struct hostile_wqe *h, const uint8_t *raw)
+{
+	struct rp_guest g;
+	struct rp_native n;
+	uint8_t slot[512] = { 0 };
+	struct vrdma_cqe c;
+
+	open_pair(&g, &n, 7);
+	memset(n.buf, 0, 8192);
+	if (raw) {
+		memcpy(slot, raw, sizeof(slot));
+	} else {
+		put_le32(slot + VRDMA_SWQE_OPCODE, h->opcode);
+		put_le32(slot + VRDMA_SWQE_SEND_FLAGS, h->flags | VRDMA_SEND_SIGNALED);
+		put_le64(slot + VRDMA_SWQE_REMOTE_ADDR, h->remote_addr ? h->remote_addr
+								      : (uintptr_t)n.buf);
+		put_le32(slot + VRDMA_SWQE_RDMA_RKEY, n.mr->rkey);
+		put_le32(slot + VRDMA_SWQE_DMA_LENGTH, h->length);
+		put_le32(slot + VRDMA_SWQE_DMA_NUM_SGE, h->num_sge);
+		for (uint32_t i = 0; i < 2; i++) {
+			struct vrdma_sge sge = h->sge[i];
+
+			/* lkey 1: the QP's own MR, at the MR's base plus addr. */
+			if (sge.lkey == 1) {
+				sge.lkey = g.mr.lkey;
+				sge.addr += g.mr.iova;
+			}
+			memcpy(slot + VRDMA_SWQE_SGE + 16 * i, &sge, 16);
+		}
+	}
+	put_le64(slot + VRDMA_SWQE_WR_ID, 0x77);
+	assert_int_equal(vgd_post_send_raw(g.g, &g.qp, slot, sizeof(slot), true), 0);
+	assert_int_equal(rp_guest_wait(&g, &c), 0);
+	if (!raw) {
+		if (c.status != h->status)
+			fprintf(stderr, "%s: status %u, want %u\n", h->what, c.status, h->status);
+		assert_int_equal(c.status, h->status);
+	} else {
+		assert_true(c.status == IBV_WC_LOC_LEN_ERR || c.status == IBV_WC_LOC_QP_OP_ERR ||
+			    c.status == IBV_WC_LOC_PROT_ERR);
+	}
+	assert_int_equal(c.wr_id, 0x77);
+	assert_int_equal(c.byte_len, 0);
+	rt_expect_event(g.g, VRDMA_EV_QP_FATAL, g.qp.handle, VRDMA_QPF_BAD_WQE);
+	rt_native_expect_zero(&n, 8192);
+	rp_native_close(&n);
+	rp_guest_close(&g);
+}
+
 static void test_hostile_wqes(void **state)
 {
+	/* The QP: 4 send SGEs, 64 bytes inline, slot 512 bytes; atomics on. */
+	const struct hostile_wqe cases[] = {
+		{ "unknown opcode", .opcode = 99, .num_sge = 1, .sge = { { 0, 8, 1 } },
+		  .status = IBV_WC_LOC_QP_OP_ERR },
+		{ "unknown send flag", .opcode = VRDMA_WR_SEND, .flags = 0x100, .num_sge = 1,
+		  .sge = { { 0, 8, 1 } }, .status = IBV_WC_LOC_QP_OP_ERR },
+		{ "inline past max_inline", .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_INLINE,
+		  .length = 65, .status = IBV_WC_LOC_LEN_ERR },
+		{ "inline READ", .opcode = VRDMA_WR_RDMA_READ, .flags = VRDMA_SEND_INLINE,
+		  .length = 8, .status = IBV_WC_LOC_LEN_ERR },
+		{ "more SGEs than the QP has", .opcode = VRDMA_WR_SEND, .num_sge = 5,
+		  .sge = { { 0, 8, 1 } }, .status = IBV_WC_LOC_QP_OP_ERR },
+		{ "SGE lengths past 2^31", .opcode = VRDMA_WR_RDMA_WRITE, .num_sge = 2,
+		  .sge = { { 0, 0x80000000u, 1 }, { 0, 0x80000000u, 1 } },
+		  .status = IBV_WC_LOC_LEN_ERR },
+		{ "atomic with two SGEs", .opcode = VRDMA_WR_ATOMIC_FETCH_AND_ADD, .num_sge = 2,
+		  .sge = { { 0, 8, 1 }, { 8, 8, 1 } }, .status = IBV_WC_LOC_LEN_ERR },
+		{ "atomic at an unaligned address", .opcode = VRDMA_WR_ATOMIC_CMP_AND_SWP,
+		  .num_sge = 1, .remote_addr = 0x1004, .sge = { { 0, 8, 1 } },
+		  .status = IBV_WC_LOC_LEN_ERR },
+		{ "unknown lkey", .opcode = VRDMA_WR_RDMA_WRITE, .num_sge = 1,
+		  .sge = { { 0x1000, 8, 0x4242 } }, .status = IBV_WC_LOC_PROT_ERR },
+		{ "zero-length SGE with an unknown lkey", .opcode = VRDMA_WR_SEND, .num_sge = 1,
+		  .sge = { { 0, 0, 0x4242 } }, .status = IBV_WC_LOC_PROT_ERR },
+		{ "SGE past the MR's end", .opcode = VRDMA_WR_RDMA_WRITE, .num_sge = 1,
+		  .sge = { { RP_BUF_SIZE - 8, 16, 1 } }, .status = IBV_WC_LOC_PROT_ERR },
+		{ "SGE below the MR's start", .opcode = VRDMA_WR_RDMA_WRITE, .num_sge = 1,
+		  .sge = { { (uint64_t)-4096, 8, 1 } }, .status = IBV_WC_LOC_PROT_ERR },
+	};
 	uint64_t x = 0x9e3779b97f4a7c15ull;
 
 	(void)state;
-	for (int i = 0; i < 20; i++) {
-		struct rp_guest g;
-		struct rp_native n;
+	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+		run_hostile_wqe(&cases[i], NULL);
+	for (int i = 0; i < 8; i++) {
 		uint8_t slot[512];
-		struct vrdma_cqe c;
 
-		open_pair(&g, &n, 7);
-		memset(n.buf, 0, 8192);
 		for (size_t j = 0; j < sizeof(slot); j++) {
 			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 			slot[j] = (uint8_t)x;
 		}
-		/* Half with a valid opcode and flags and 1..5 SGEs (random lkeys),
-		 * so the deeper checks are hit. */
+		/* Half with a valid opcode and flags and 1..4 SGEs of random
+		 * lkeys, so the deeper checks are hit. */
 		if (i % 2) {
 			put_le32(slot + VRDMA_SWQE_OPCODE, (uint32_t)(x % 7));
 			put_le32(slot + VRDMA_SWQE_SEND_FLAGS, VRDMA_SEND_SIGNALED);
-			put_le32(slot + VRDMA_SWQE_DMA_NUM_SGE, 1 + (uint32_t)(x >> 8) % 5);
+			put_le32(slot + VRDMA_SWQE_DMA_NUM_SGE, 1 + (uint32_t)(x >> 8) % 4);
 		}
-		assert_int_equal(vgd_post_send_raw(g.g, &g.qp, slot, sizeof(slot)), 0);
-		assert_int_equal(rp_guest_wait(&g, &c), 0);
-		assert_true(c.status == IBV_WC_LOC_LEN_ERR || c.status == IBV_WC_LOC_QP_OP_ERR ||
-			    c.status == IBV_WC_LOC_PROT_ERR);
-		native_expect_zero(&n, 8192);
-		rp_native_close(&n);
-		rp_guest_close(&g);
+		run_hostile_wqe(NULL, slot);
 	}
 }
 
@@ -529,29 +557,29 @@ static void test_guest_to_guest(void **state)
 	open_guests(&a, &b);
 	assert_int_equal(vgd_post_recv(b.g, &b.qp, &(struct vgd_recv){
 		.wr_id = 1, .num_sge = 1, .sge = { rp_guest_sge(&b, 0, 8192) } }, 1, false), 0);
-	guest_fill(&a, 0, 5000, 12);
-	guest_post(&a, &(struct vgd_send){
+	rt_guest_fill(&a, 0, 5000, 12);
+	rt_guest_post(&a, &(struct vgd_send){
 		.wr_id = 2, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED, .num_sge = 1,
 		.sge = { rp_guest_sge(&a, 0, 5000) } });
-	guest_expect_cqe(&a, 2, IBV_WC_SUCCESS, IBV_WC_SEND);
+	rt_guest_expect_cqe(&a, 2, IBV_WC_SUCCESS, IBV_WC_SEND);
 	assert_int_equal(rp_guest_wait(&b, &c), 0);
 	assert_int_equal(c.status, IBV_WC_SUCCESS);
 	assert_int_equal(c.byte_len, 5000);
-	guest_expect_pattern(&b, 0, 5000, 12);
+	rt_guest_expect_pattern(&b, 0, 5000, 12);
 	/* B writes into A, then A reads it back from B. */
-	guest_fill(&b, 16384, 7000, 13);
-	guest_post(&b, &(struct vgd_send){
+	rt_guest_fill(&b, 16384, 7000, 13);
+	rt_guest_post(&b, &(struct vgd_send){
 		.wr_id = 3, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = a.mr.iova + 30000, .rkey = a.mr.rkey, .num_sge = 1,
 		.sge = { rp_guest_sge(&b, 16384, 7000) } });
-	guest_expect_cqe(&b, 3, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
-	guest_expect_pattern(&a, 30000, 7000, 13);
-	guest_post(&a, &(struct vgd_send){
+	rt_guest_expect_cqe(&b, 3, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	rt_guest_expect_pattern(&a, 30000, 7000, 13);
+	rt_guest_post(&a, &(struct vgd_send){
 		.wr_id = 4, .opcode = VRDMA_WR_RDMA_READ, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = b.mr.iova + 16384, .rkey = b.mr.rkey, .num_sge = 1,
 		.sge = { rp_guest_sge(&a, 100000, 7000) } });
-	guest_expect_cqe(&a, 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
-	guest_expect_pattern(&a, 100000, 7000, 13);
+	rt_guest_expect_cqe(&a, 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	rt_guest_expect_pattern(&a, 100000, 7000, 13);
 	rp_guest_close(&a);
 	rp_guest_close(&b);
 }
@@ -571,18 +599,23 @@ static void test_iso_rkey_other_pd(void **state)
 	assert_int_equal(vgd_create_pd(b.g, &pd2), 0);
 	assert_int_equal(vgd_buf_write(b.g, &b.buf, 200000, zero, sizeof(zero)), 0);
 	assert_int_equal(vgd_reg_mr(b.g, pd2, &b.buf, 200000, 4096, VRDMA_ACCESS_ALL, &other), 0);
-	guest_fill(&a, 0, 4096, 14);
-	guest_post(&a, &(struct vgd_send){
+	rt_guest_fill(&a, 0, 4096, 14);
+	rt_guest_post(&a, &(struct vgd_send){
 		.wr_id = 60, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = other.iova, .rkey = other.rkey, .num_sge = 1,
 		.sge = { rp_guest_sge(&a, 0, 4096) } });
-	guest_expect_cqe(&a, 60, IBV_WC_REM_ACCESS_ERR, 0);
-	guest_expect(&b, 200000, zero, sizeof(zero));
+	rt_guest_expect_cqe(&a, 60, IBV_WC_REM_ACCESS_ERR, 0);
+	rt_guest_expect(&b, 200000, zero, sizeof(zero));
 	rp_guest_close(&a);
 	rp_guest_close(&b);
 }
 
-/* A copied lkey of another tenant, or of another PD, is a protection error. */
+/*
+ * A copied lkey of another guest of the same tenant (same host function),
+ * or of another tenant, is refused by the device itself before it posts:
+ * the refusal's QP_FATAL says BAD_WQE (the host's own PD check, which
+ * would also refuse the first, raises none), and nothing lands.
+ */
 static void test_iso_foreign_lkey(void **state)
 {
 	struct rp_guest a, b, a2, a3;
@@ -593,20 +626,27 @@ static void test_iso_foreign_lkey(void **state)
 	assert_int_equal(rp_guest_open(tenant_b.sock, &b), 0);
 	assert_int_equal(rp_guest_open(tenant_a.sock, &a2), 0);
 	memset(n.buf, 0, 8192);
+	rt_guest_fill(&a2, 0, 4096, 40);
 	/* Same tenant, same host device, another guest connection. */
-	guest_post(&a, &(struct vgd_send){
+	rt_guest_post(&a, &(struct vgd_send){
 		.wr_id = 70, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
 		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey, .num_sge = 1,
 		.sge = { { .addr = a2.mr.iova, .length = 4096, .lkey = a2.mr.lkey } } });
-	guest_expect_cqe(&a, 70, IBV_WC_LOC_PROT_ERR, 0);
+	rt_guest_expect_cqe(&a, 70, IBV_WC_LOC_PROT_ERR, 0);
+	rt_expect_event(a.g, VRDMA_EV_QP_FATAL, a.qp.handle, VRDMA_QPF_BAD_WQE);
+	usleep(100000);
+	rt_native_expect_zero(&n, 8192);
 	rp_native_close(&n);
 	/* Another tenant's lkey, on a fresh QP. */
 	open_pair(&a3, &n, 7);
-	guest_post(&a3, &(struct vgd_send){
+	assert_int_equal(rp_native_post_recv(&n, 1, 0, 4096), 0);
+	rt_guest_post(&a3, &(struct vgd_send){
 		.wr_id = 71, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED, .num_sge = 1,
 		.sge = { { .addr = b.mr.iova, .length = 64, .lkey = b.mr.lkey } } });
-	guest_expect_cqe(&a3, 71, IBV_WC_LOC_PROT_ERR, 0);
-	native_expect_zero(&n, 8192);
+	rt_guest_expect_cqe(&a3, 71, IBV_WC_LOC_PROT_ERR, 0);
+	rt_expect_event(a3.g, VRDMA_EV_QP_FATAL, a3.qp.handle, VRDMA_QPF_BAD_WQE);
+	usleep(100000);
+	rt_native_expect_zero(&n, 8192);
 	rp_native_close(&n);
 	rp_guest_close(&a3);
 	rp_guest_close(&a2);
@@ -614,21 +654,41 @@ static void test_iso_foreign_lkey(void **state)
 	rp_guest_close(&a);
 }
 
-/* Handles are per connection: what exists elsewhere does not exist here. */
+/*
+ * Handles are per connection: live handles of another connection (of the
+ * same tenant and of another) name nothing here, and stay live there.
+ */
 static void test_iso_handles(void **state)
 {
-	struct rp_guest a, b;
+	const struct vgd_qp_caps caps = { .sq_log2 = 2, .rq_log2 = 2, .max_send_sge = 1,
+					  .max_recv_sge = 1 };
+	struct rp_guest a, a2, b;
 	uint32_t pds[4];
+	struct vgd_qp qps[3];
 	struct vgd_mr mr;
+	struct vrdma_qp_attr attr;
 
 	(void)state;
 	assert_int_equal(rp_guest_open(tenant_a.sock, &a), 0);
+	assert_int_equal(rp_guest_open(tenant_a.sock, &a2), 0);
 	assert_int_equal(rp_guest_open(tenant_b.sock, &b), 0);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(vgd_create_pd(b.g, &pds[i]), 0);
 	assert_int_equal(vgd_reg_mr(a.g, pds[3], &a.buf, 0, 4096, 0, &mr), VRDMA_ENOENT);
 	assert_int_equal(vgd_destroy(a.g, VRDMA_CMD_DESTROY_PD, pds[3]), VRDMA_ENOENT);
-	assert_int_equal(vgd_destroy(a.g, VRDMA_CMD_DESTROY_QP, b.qp.handle ^ 0x5), VRDMA_ENOENT);
+	/* The same tenant's other guest, on the same host function: its
+	 * newest QPs' handles are past anything this connection has. */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(vgd_create_qp(a2.g, a2.pd, &a2.cq, &a2.cq, &caps, &qps[i]), 0);
+	assert_int_equal(vgd_destroy(a.g, VRDMA_CMD_DESTROY_QP, qps[2].handle), VRDMA_ENOENT);
+	assert_int_equal(vgd_modify_qp(a.g, &qps[2], VRDMA_QP_STATE,
+				       &(struct vrdma_qp_attr){ .qp_state = VRDMA_QPS_INIT }),
+			 VRDMA_ENOENT);
+	assert_int_equal(vgd_cmd(a2.g, VRDMA_CMD_QUERY_QP, &(struct vrdma_handle){ qps[2].handle },
+				 sizeof(struct vrdma_handle), &attr, sizeof(attr)), 0);
+	assert_int_equal(attr.qp_state, VRDMA_QPS_RESET);
+	assert_int_equal(vgd_destroy(a2.g, VRDMA_CMD_DESTROY_PD, pds[3]), VRDMA_ENOENT);
+	rp_guest_close(&a2);
 	/* Double destroy. */
 	assert_int_equal(vgd_destroy(b.g, VRDMA_CMD_DESTROY_PD, pds[3]), 0);
 	assert_int_equal(vgd_destroy(b.g, VRDMA_CMD_DESTROY_PD, pds[3]), VRDMA_ENOENT);
@@ -713,8 +773,20 @@ static void test_iso_bad_requests(void **state)
 	(void)state;
 	assert_int_equal(rp_guest_open(tenant_a.sock, &a), 0);
 	page = a.buf.pages[0];
-	/* Zero, overlong and wrapping lengths. */
-	assert_int_equal(vgd_reg_mr(a.g, a.pd, &a.buf, 0, 0, 0, &mr), -EINVAL);
+	/* No request bytes at all, a header without its payload, then zero,
+	 * overlong and wrapping lengths: each reaches the device. */
+	{
+		struct vrdma_resp_hdr rh;
+		struct vrdma_cmd_hdr h = { .opcode = VRDMA_CMD_REG_MR };
+		uint32_t used;
+
+		assert_int_equal(vgd_cmd_raw(a.g, NULL, 0, &rh, sizeof(rh), &used), 0);
+		assert_int_equal(used, sizeof(rh));
+		assert_int_equal(rh.status, VRDMA_EINVAL);
+		assert_int_equal(vgd_cmd_raw(a.g, &h, sizeof(h), &rh, sizeof(rh), &used), 0);
+		assert_int_equal(used, sizeof(rh));
+		assert_int_equal(rh.status, VRDMA_EINVAL);
+	}
 	m = (struct vrdma_reg_mr_req){ .pd = a.pd, .iova = 0x1000, .length = 0,
 				       .page_shift = 12, .npages = 1 };
 	memcpy(req, &m, sizeof(m));
@@ -771,33 +843,58 @@ static void test_iso_bad_requests(void **state)
 	rp_guest_close(&a);
 }
 
-/* Guessed rkeys of another tenant's MR: refused remotely, nothing lands,
- * and the victim keeps working. */
+/*
+ * Perfect guesses of keys of the victim's live MRs (B, on the attacker's
+ * QP's other end): an MR in B's QP's own PD registered without remote
+ * access (the host key exists: rxe's is the lkey), an MR of B's in another
+ * PD, and an MR of another guest of tenant B on the same host function.
+ * Each is refused remotely, nothing lands, and B keeps working.  They fail
+ * only because the device registers with the access the guest asked for
+ * and gives each guest PD its own host PD.
+ */
 static void test_iso_guessed_rkeys(void **state)
 {
-	struct rp_guest a, b;
 	uint8_t zero[8192] = { 0 };
+	struct rp_guest a, b, b2;
+	struct vgd_mr local_only, other_pd, other_guest;
 	struct vrdma_cqe c;
+	uint32_t pd2;
 
 	(void)state;
 	assert_int_equal(rp_guest_open(tenant_b.sock, &b), 0);
+	assert_int_equal(rp_guest_open(tenant_b.sock, &b2), 0);
+	assert_int_equal(vgd_create_pd(b.g, &pd2), 0);
 	assert_int_equal(vgd_buf_write(b.g, &b.buf, 0, zero, sizeof(zero)), 0);
-	for (uint32_t guess = 1; guess <= 3; guess++) {
+	assert_int_equal(vgd_buf_write(b2.g, &b2.buf, 0, zero, sizeof(zero)), 0);
+	assert_int_equal(vgd_reg_mr(b.g, b.pd, &b.buf, 0, 4096, VRDMA_ACCESS_LOCAL_WRITE,
+				    &local_only), 0);
+	assert_int_equal(local_only.rkey, 0);
+	assert_int_equal(vgd_reg_mr(b.g, pd2, &b.buf, 4096, 4096, VRDMA_ACCESS_ALL, &other_pd), 0);
+	assert_int_equal(vgd_reg_mr(b2.g, b2.pd, &b2.buf, 0, 8192, VRDMA_ACCESS_ALL, &other_guest),
+			 0);
+	const struct { uint64_t addr; uint32_t rkey; } guesses[] = {
+		{ local_only.iova, local_only.lkey },
+		{ other_pd.iova, other_pd.rkey },
+		{ other_guest.iova, other_guest.rkey },
+	};
+	for (uint32_t i = 0; i < G_N_ELEMENTS(guesses); i++) {
 		assert_int_equal(rp_guest_open(tenant_a.sock, &a), 0);
 		/* B's QP is reconnected to each fresh attacker QP. */
 		assert_int_equal(vgd_modify_qp(b.g, &b.qp, VRDMA_QP_STATE,
 					       &(struct vrdma_qp_attr){ .qp_state = VRDMA_QPS_RESET }), 0);
 		assert_int_equal(vgd_connect_qp(a.g, &a.qp, b.qp.qpn, b.gid, a.gid_index, 7), 0);
 		assert_int_equal(vgd_connect_qp(b.g, &b.qp, a.qp.qpn, a.gid, b.gid_index, 7), 0);
-		guest_fill(&a, 0, 4096, 30);
-		guest_post(&a, &(struct vgd_send){
-			.wr_id = guess, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
-			.remote_addr = b.mr.iova, .rkey = b.mr.rkey + guess * 0x100, .num_sge = 1,
+		rt_guest_fill(&a, 0, 4096, 30);
+		rt_guest_post(&a, &(struct vgd_send){
+			.wr_id = i, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
+			.remote_addr = guesses[i].addr, .rkey = guesses[i].rkey, .num_sge = 1,
 			.sge = { rp_guest_sge(&a, 0, 4096) } });
-		guest_expect_cqe(&a, guess, IBV_WC_REM_ACCESS_ERR, 0);
-		guest_expect(&b, 0, zero, sizeof(zero));
+		rt_guest_expect_cqe(&a, i, IBV_WC_REM_ACCESS_ERR, 0);
+		rt_guest_expect(&b, 0, zero, sizeof(zero));
+		rt_guest_expect(&b2, 0, zero, sizeof(zero));
 		rp_guest_close(&a);
 	}
+	rp_guest_close(&b2);
 	/* B, the victim, still sends to a native peer. */
 	{
 		struct rp_native n;
@@ -806,16 +903,16 @@ static void test_iso_guessed_rkeys(void **state)
 		assert_int_equal(rp_native_open(dev_a, &n), 0);
 		assert_int_equal(vgd_modify_qp(b.g, &b.qp, VRDMA_QP_STATE,
 					       &(struct vrdma_qp_attr){ .qp_state = VRDMA_QPS_RESET }), 0);
-		connect_pair(&b, &n, 7);
+		rt_connect_pair(&b, &n, 7);
 		assert_int_equal(rp_native_post_recv(&n, 1, 0, 4096), 0);
-		guest_fill(&b, 4096, 1000, 31);
-		guest_post(&b, &(struct vgd_send){
+		rt_guest_fill(&b, 4096, 1000, 31);
+		rt_guest_post(&b, &(struct vgd_send){
 			.wr_id = 9, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED, .num_sge = 1,
 			.sge = { rp_guest_sge(&b, 4096, 1000) } });
 		assert_int_equal(rp_guest_wait(&b, &c), 0);
 		assert_int_equal(c.status, IBV_WC_SUCCESS);
 		assert_int_equal(rp_native_wait(&n, &wc), 0);
-		native_expect_pattern(&n, 0, 1000, 31);
+		rt_native_expect_pattern(&n, 0, 1000, 31);
 		rp_native_close(&n);
 	}
 	rp_guest_close(&b);
@@ -842,29 +939,6 @@ static void test_iso_quota(void **state)
 	assert_int_equal(vgd_create_pd(other, &pd), VRDMA_ENOSPC);
 	vgd_close(other);
 	vgd_close(g);
-}
-
-/* Lines of `rdma resource show KIND` that belong to process pid. */
-static int host_objects(const char *kind, pid_t pid)
-{
-	char cmd[128], line[512], want[32];
-	int n = 0;
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>/dev/null", kind);
-	snprintf(want, sizeof(want), " pid %d ", (int)pid);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line) - 1, f)) {
-		/* Make the last field end in a space too. */
-		size_t len = strcspn(line, "\n");
-
-		line[len] = ' ';
-		line[len + 1] = '\0';
-		n += strstr(line, want) != NULL;
-	}
-	assert_int_equal(pclose(f), 0);
-	return n;
 }
 
 /* A front end that goes away leaves nothing behind on the host function,

@@ -3,13 +3,19 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "util.h"
 #include "vt-common.h"
@@ -40,6 +46,9 @@ void vt_init(int argc, char **argv)
 	close(fd);
 	/* A peer that drops us must surface as EPIPE, not kill the test. */
 	signal(SIGPIPE, SIG_IGN);
+	/* VT_TEST_FILTER=test_name (a glob): run only those, by hand. */
+	if (getenv("VT_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("VT_TEST_FILTER"));
 	tmp_dir = g_dir_make_tmp("vrdma-vhost-XXXXXX", &err);
 	if (!tmp_dir) {
 		fprintf(stderr, "temp dir: %s\n", err->message);

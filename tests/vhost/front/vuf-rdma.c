@@ -120,7 +120,9 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 	if (!r)
 		r = vuf_mem_send_table(g->mem, g->conn);
 	if (!r && o && o->log_all) {
-		r = vuf_log_new(ram, 0, &g->log);
+		/* Up to the extra region's end, so that its pages can be asked
+		 * about too (the log is a sparse memfd). */
+		r = vuf_log_new(o->extra_bytes ? VGD_EXTRA_GPA + o->extra_bytes : ram, 0, &g->log);
 		if (!r)
 			r = vuf_log_send(g->log, g->conn);
 	}
@@ -187,9 +189,11 @@ int vgd_cmd_raw(struct vgd *g, const void *req, uint32_t req_len, void *resp, ui
 	uint16_t head;
 	int r;
 
-	if (!rq || !rs || !req_len || !resp_len)
+	/* A request of no bytes at all is the device's to refuse. */
+	if (!rs || !resp_len || (req_len && !rq))
 		return -EINVAL;
-	memcpy(rq, req, req_len);
+	if (req_len)
+		memcpy(rq, req, req_len);
 	memset(rs, 0xa5, resp_len); /* the device must overwrite what it reports */
 	r = vuf_vq_add(vq, b, 2, false, &head);
 	if (!r)
@@ -203,6 +207,55 @@ int vgd_cmd_raw(struct vgd *g, const void *req, uint32_t req_len, void *resp, ui
 	memcpy(resp, rs, resp_len);
 	*ret_used = u.len;
 	return 0;
+}
+
+/*
+ * Several commands in one kick, as a driver with many threads may queue
+ * them: the device runs them back to back, before any other event of the
+ * loop.  Each gets its own request and response area.
+ */
+int vgd_cmd_batch(struct vgd *g, const struct vgd_batch_cmd *cmds, unsigned int n,
+		  int *ret_status)
+{
+	struct vuf_vq *vq = &g->vq[VRDMA_VQ_CTRL];
+	uint64_t req_room = VGD_REQ_MAX / VGD_BATCH_MAX, resp_room = VGD_RESP_MAX / VGD_BATCH_MAX;
+	uint16_t heads[VGD_BATCH_MAX];
+	int r = 0;
+
+	if (!n || n > VGD_BATCH_MAX)
+		return -EINVAL;
+	for (unsigned int i = 0; !r && i < n; i++) {
+		struct vrdma_cmd_hdr h = { .opcode = cmds[i].opcode };
+		uint64_t req_gpa = g->req_gpa + i * req_room, resp_gpa = g->resp_gpa + i * resp_room;
+		struct vuf_buf b[2] = {
+			{ .gpa = req_gpa, .len = (uint32_t)sizeof(h) + cmds[i].req_len },
+			{ .gpa = resp_gpa, .len = (uint32_t)sizeof(struct vrdma_resp_hdr),
+			  .device_writes = true },
+		};
+		uint8_t *rq = vuf_mem_ptr(g->mem, req_gpa, b[0].len);
+
+		if (!rq || b[0].len > req_room)
+			return -EINVAL;
+		memcpy(rq, &h, sizeof(h));
+		memcpy(rq + sizeof(h), cmds[i].req, cmds[i].req_len);
+		r = vuf_vq_add(vq, b, 2, false, &heads[i]);
+	}
+	if (!r)
+		r = vuf_vq_kick_force(vq);
+	for (unsigned int i = 0; !r && i < n; i++) {
+		struct vrdma_resp_hdr rh;
+		struct vuf_used u;
+
+		r = wait_reply(vq, g->timeout_ms, &u);
+		if (!r && (u.id != heads[i] || u.len != sizeof(rh)))
+			r = -EPROTO;
+		if (!r) {
+			memcpy(&rh, vuf_mem_ptr(g->mem, g->resp_gpa + i * resp_room, sizeof(rh)),
+			       sizeof(rh));
+			ret_status[i] = (int)rh.status;
+		}
+	}
+	return r;
 }
 
 int vgd_cmd(struct vgd *g, uint16_t opcode, const void *req, uint32_t req_len, void *resp,
@@ -428,7 +481,7 @@ int vgd_reg_mr(struct vgd *g, uint32_t pd, const struct vgd_buf *b, uint64_t off
 	return vgd_reg_mr_shift(g, pd, b, off, len, access, shift, ret);
 }
 
-static int ring_alloc(struct vgd *g, uint32_t log2_slots, unsigned int slot_log2,
+static int ring_alloc(struct vgd *g, size_t region, uint32_t log2_slots, unsigned int slot_log2,
 		      struct vgd_ring *ret)
 {
 	uint64_t bytes = VRDMA_RING_DATA + (1ull << (log2_slots + slot_log2));
@@ -438,7 +491,7 @@ static int ring_alloc(struct vgd *g, uint32_t log2_slots, unsigned int slot_log2
 		.npages = (bytes + PAGE - 1) / PAGE, .mask = (1u << log2_slots) - 1,
 		.slot_log2 = slot_log2,
 	};
-	r = vuf_mem_alloc(g->mem, ret->npages * PAGE, PAGE, &ret->gpa);
+	r = vuf_mem_alloc_in(g->mem, region, ret->npages * PAGE, PAGE, &ret->gpa);
 	if (r)
 		return r;
 	ret->host = vuf_mem_ptr(g->mem, ret->gpa, ret->npages * PAGE);
@@ -458,10 +511,15 @@ static void put_ring_pages(uint8_t *p, const struct vgd_ring *ring)
 
 int vgd_create_cq(struct vgd *g, uint32_t log2_slots, struct vgd_cq *ret)
 {
+	return vgd_create_cq_in(g, 0, log2_slots, ret);
+}
+
+int vgd_create_cq_in(struct vgd *g, size_t region, uint32_t log2_slots, struct vgd_cq *ret)
+{
 	struct vrdma_create_cq_req c = { .log2_slots = log2_slots };
 	struct vrdma_create_cq_resp resp;
 	g_autofree uint8_t *req = NULL;
-	int r = ring_alloc(g, log2_slots, VRDMA_CQE_SLOT_LOG2, &ret->ring);
+	int r = ring_alloc(g, region, log2_slots, VRDMA_CQE_SLOT_LOG2, &ret->ring);
 
 	if (r)
 		return r;
@@ -501,9 +559,9 @@ int vgd_create_qp(struct vgd *g, uint32_t pd, const struct vgd_cq *scq, const st
 
 	memset(ret, 0, sizeof(*ret));
 	ret->caps = *caps;
-	r = ring_alloc(g, caps->sq_log2, sq_slot, &ret->sq);
+	r = ring_alloc(g, caps->ring_region, caps->sq_log2, sq_slot, &ret->sq);
 	if (!r)
-		r = ring_alloc(g, caps->rq_log2, rq_slot, &ret->rq);
+		r = ring_alloc(g, caps->ring_region, caps->rq_log2, rq_slot, &ret->rq);
 	if (r)
 		return r;
 	q = (struct vrdma_create_qp_req){
@@ -519,6 +577,8 @@ int vgd_create_qp(struct vgd *g, uint32_t pd, const struct vgd_cq *scq, const st
 	req = g_malloc(len);
 	memcpy(req, &q, sizeof(q));
 	put_ring_pages(req + sizeof(q), &ret->sq);
+	if (caps->sq_first_page)
+		put_le64(req + sizeof(q), caps->sq_first_page);
 	put_ring_pages(req + sizeof(q) + 8 * ret->sq.npages, &ret->rq);
 	r = vgd_cmd(g, VRDMA_CMD_CREATE_QP, req, (uint32_t)len, &resp, sizeof(resp));
 	if (r)
@@ -665,7 +725,8 @@ int vgd_post_send(struct vgd *g, struct vgd_qp *qp, const struct vgd_send *wr, u
 	return ring_db ? vgd_doorbell(g, VRDMA_DB_SQ, qp->handle) : 0;
 }
 
-int vgd_post_send_raw(struct vgd *g, struct vgd_qp *qp, const void *slot, uint32_t len)
+int vgd_post_send_raw(struct vgd *g, struct vgd_qp *qp, const void *slot, uint32_t len,
+		      bool ring_db)
 {
 	uint8_t *s;
 
@@ -676,7 +737,7 @@ int vgd_post_send_raw(struct vgd *g, struct vgd_qp *qp, const void *slot, uint32
 	memcpy(s, slot, len);
 	qp->sq.prod = (qp->sq.prod + 1) & qp->sq.mask;
 	ring_publish(&qp->sq, VRDMA_RING_PRODUCER, qp->sq.prod);
-	return vgd_doorbell(g, VRDMA_DB_SQ, qp->handle);
+	return ring_db ? vgd_doorbell(g, VRDMA_DB_SQ, qp->handle) : 0;
 }
 
 int vgd_post_recv(struct vgd *g, struct vgd_qp *qp, const struct vgd_recv *wr, uint32_t n,

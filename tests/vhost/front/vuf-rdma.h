@@ -61,6 +61,16 @@ void vgd_close(struct vgd *g);
 /* One control command, raw: resp_len bytes of response payload expected. */
 int vgd_cmd(struct vgd *g, uint16_t opcode, const void *req, uint32_t req_len, void *resp,
 	    uint32_t resp_len);
+/* Up to VGD_BATCH_MAX commands with no response payload, queued and
+ * kicked at once; ret_status[i] is the device's status of cmds[i]. */
+#define VGD_BATCH_MAX 8u
+struct vgd_batch_cmd {
+	uint16_t opcode;
+	const void *req;
+	uint32_t req_len;
+};
+int vgd_cmd_batch(struct vgd *g, const struct vgd_batch_cmd *cmds, unsigned int n,
+		  int *ret_status);
 /* The same with an arbitrary header (flags/reserved) and used-length out. */
 int vgd_cmd_raw(struct vgd *g, const void *req, uint32_t req_len, void *resp, uint32_t resp_len,
 		uint32_t *ret_used);
@@ -123,11 +133,17 @@ struct vgd_cq {
 	struct vgd_ring ring;
 };
 int vgd_create_cq(struct vgd *g, uint32_t log2_slots, struct vgd_cq *ret);
+/* The same with the ring in RAM region `region` (1: the extra one). */
+int vgd_create_cq_in(struct vgd *g, size_t region, uint32_t log2_slots, struct vgd_cq *ret);
 
 struct vgd_qp_caps {
 	uint32_t sq_log2, rq_log2;
 	uint32_t max_send_sge, max_recv_sge, max_inline;
 	bool sig_all;
+	/* Hostile tests: the device's SQ ring starts on this guest page (a
+	 * CQ's first page, say) instead of the harness's own first page. */
+	uint64_t sq_first_page;
+	size_t ring_region; /* the rings in this RAM region (1: the extra one) */
 };
 struct vgd_qp {
 	uint32_t handle, qpn;
@@ -162,8 +178,9 @@ struct vgd_send {
 /* Writes the WQEs, publishes them, rings one SQ doorbell (ring_db). */
 int vgd_post_send(struct vgd *g, struct vgd_qp *qp, const struct vgd_send *wr, uint32_t n,
 		  bool ring_db);
-/* Raw slot bytes, for hostile WQEs. */
-int vgd_post_send_raw(struct vgd *g, struct vgd_qp *qp, const void *slot, uint32_t len);
+/* Raw slot bytes, for hostile WQEs; a doorbell with ring_db. */
+int vgd_post_send_raw(struct vgd *g, struct vgd_qp *qp, const void *slot, uint32_t len,
+		      bool ring_db);
 
 struct vgd_recv {
 	uint64_t wr_id;

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+/* Checks the RDMA device tests share (rdma-checks.h). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "rdma-checks.h"
+
+void rt_fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + i * 7 + (i >> 9));
+}
+
+void rt_guest_fill(struct rp_guest *p, uint64_t off, uint32_t len, uint8_t seed)
+{
+	g_autofree uint8_t *b = g_malloc(len);
+
+	rt_fill(b, len, seed);
+	assert_int_equal(vgd_buf_write(p->g, &p->buf, off, b, len), 0);
+}
+
+void rt_guest_expect(struct rp_guest *p, uint64_t off, const uint8_t *want, uint32_t len)
+{
+	g_autofree uint8_t *b = g_malloc(len);
+
+	assert_int_equal(vgd_buf_read(p->g, &p->buf, off, b, len), 0);
+	assert_memory_equal(b, want, len);
+}
+
+void rt_guest_expect_pattern(struct rp_guest *p, uint64_t off, uint32_t len, uint8_t seed)
+{
+	g_autofree uint8_t *want = g_malloc(len);
+
+	rt_fill(want, len, seed);
+	rt_guest_expect(p, off, want, len);
+}
+
+void rt_native_expect_pattern(struct rp_native *n, uint64_t off, uint32_t len, uint8_t seed)
+{
+	g_autofree uint8_t *want = g_malloc(len);
+
+	rt_fill(want, len, seed);
+	assert_memory_equal(n->buf + off, want, len);
+}
+
+void rt_native_expect_zero(struct rp_native *n, uint32_t len)
+{
+	for (uint32_t i = 0; i < len; i++)
+		assert_int_equal(n->buf[i], 0);
+}
+
+void rt_connect_pair(struct rp_guest *g, struct rp_native *n, uint8_t rnr_retry)
+{
+	assert_int_equal(vgd_connect_qp(g->g, &g->qp, n->qp->qp_num, n->gid, g->gid_index,
+					rnr_retry), 0);
+	assert_int_equal(rp_native_connect(n, g->qp.qpn, g->gid, rnr_retry), 0);
+}
+
+void rt_guest_post(struct rp_guest *g, const struct vgd_send *w)
+{
+	assert_int_equal(vgd_post_send(g->g, &g->qp, w, 1, true), 0);
+}
+
+void rt_guest_expect_cqe(struct rp_guest *g, uint64_t wr_id, uint32_t status, uint32_t opcode)
+{
+	struct vrdma_cqe c;
+
+	assert_int_equal(rp_guest_wait(g, &c), 0);
+	assert_int_equal(c.wr_id, wr_id);
+	assert_int_equal(c.status, status);
+	if (status == IBV_WC_SUCCESS)
+		assert_int_equal(c.opcode, opcode);
+	assert_int_equal(c.qp_num, g->qp.qpn);
+}
+
+void rt_expect_event(struct vgd *g, uint16_t type, uint32_t handle, uint32_t data)
+{
+	struct vrdma_event ev;
+
+	assert_int_equal(vgd_wait_event(g, RP_TIMEOUT_MS, &ev), 0);
+	assert_int_equal(ev.type, type);
+	assert_int_equal(ev.handle, handle);
+	assert_int_equal(ev.data, data);
+}
+
+void rt_expect_no_event(struct vgd *g, int ms)
+{
+	struct vrdma_event ev;
+
+	assert_int_equal(vgd_wait_event(g, ms, &ev), -ETIMEDOUT);
+}

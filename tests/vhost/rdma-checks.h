@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checks the RDMA device tests share (cmocka assertions on top of
+ * rdma-peer.h): byte patterns in guest and native buffers, the next
+ * completion or event, and QPs connected to each other.  A failed check
+ * fails the calling test.
+ */
+#ifndef VT_RDMA_CHECKS_H
+#define VT_RDMA_CHECKS_H
+
+#include <stdint.h>
+
+#include "rdma-peer.h"
+
+/* Byte i of pattern seed. */
+void rt_fill(uint8_t *p, size_t n, uint8_t seed);
+void rt_guest_fill(struct rp_guest *p, uint64_t off, uint32_t len, uint8_t seed);
+void rt_guest_expect(struct rp_guest *p, uint64_t off, const uint8_t *want, uint32_t len);
+void rt_guest_expect_pattern(struct rp_guest *p, uint64_t off, uint32_t len, uint8_t seed);
+void rt_native_expect_pattern(struct rp_native *n, uint64_t off, uint32_t len, uint8_t seed);
+/* Nothing landed in the native peer's first len bytes. */
+void rt_native_expect_zero(struct rp_native *n, uint32_t len);
+
+/* Both sides to RTS, towards each other (RoCE v2). */
+void rt_connect_pair(struct rp_guest *g, struct rp_native *n, uint8_t rnr_retry);
+/* One WQE, with a doorbell. */
+void rt_guest_post(struct rp_guest *g, const struct vgd_send *w);
+/* The guest's next completion is wr_id with status (and opcode if it
+ * succeeded), of its QP. */
+void rt_guest_expect_cqe(struct rp_guest *g, uint64_t wr_id, uint32_t status, uint32_t opcode);
+/* The next device event is exactly this one. */
+void rt_expect_event(struct vgd *g, uint16_t type, uint32_t handle, uint32_t data);
+/* No device event arrives within ms. */
+void rt_expect_no_event(struct vgd *g, int ms);
+
+#endif
