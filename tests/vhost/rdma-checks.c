@@ -4,7 +4,10 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 #include <glib.h>
@@ -87,6 +90,25 @@ void rt_expect_event(struct vgd *g, uint16_t type, uint32_t handle, uint32_t dat
 	assert_int_equal(ev.type, type);
 	assert_int_equal(ev.handle, handle);
 	assert_int_equal(ev.data, data);
+}
+
+void rt_require_rig(const char *const *names, const char **values)
+{
+	bool all = true;
+
+	for (size_t i = 0; names[i]; i++) {
+		values[i] = getenv(names[i]);
+		all = all && values[i];
+	}
+	if (all)
+		return;
+	if (getenv("VRDMA_REQUIRE_RDMA")) {
+		fprintf(stderr, "the Soft-RoCE rig's variables are missing, but "
+			"VRDMA_REQUIRE_RDMA is set\n");
+		exit(1);
+	}
+	printf("SKIP: needs the Soft-RoCE rig's RDMA devices (run it in tests/rxe-vm/run)\n");
+	exit(77);
 }
 
 void rt_expect_no_event(struct vgd *g, int ms)

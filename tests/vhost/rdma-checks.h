@@ -33,4 +33,11 @@ void rt_expect_event(struct vgd *g, uint16_t type, uint32_t handle, uint32_t dat
 /* No device event arrives within ms. */
 void rt_expect_no_event(struct vgd *g, int ms);
 
+/*
+ * The Soft-RoCE rig's variables (tests/rxe-vm/run): each of names[] (NULL-
+ * terminated) into values[].  Outside the rig the program exits 77 with
+ * why, or 1 where VRDMA_REQUIRE_RDMA says the rig must be there.
+ */
+void rt_require_rig(const char *const *names, const char **values);
+
 #endif

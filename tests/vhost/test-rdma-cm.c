@@ -28,7 +28,7 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
-#include "rdma-peer.h"
+#include "rdma-checks.h"
 #include "util.h"
 #include "vt-common.h"
 
@@ -674,18 +674,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_cm_events_bounded),
 	};
 
+	const char *rig[4];
+
 	vt_init(argc, argv);
-	dev_a = getenv("VRDMA_RXE_DEV_A");
-	addr_a = getenv("VRDMA_RXE_ADDR_A");
-	addr_b = getenv("VRDMA_RXE_ADDR_B");
-	netns_b = getenv("VRDMA_RXE_NETNS_B");
-	if (!dev_a || !addr_a || !addr_b || !netns_b) {
-		if (getenv("VRDMA_REQUIRE_RDMA")) {
-			fprintf(stderr, "no RDMA devices named, but VRDMA_REQUIRE_RDMA is set\n");
-			return 1;
-		}
-		printf("SKIP: needs the Soft-RoCE rig (run it in tests/rxe-vm/run)\n");
-		return 77;
-	}
+	rt_require_rig((const char *const[]){ "VRDMA_RXE_DEV_A", "VRDMA_RXE_ADDR_A",
+					      "VRDMA_RXE_ADDR_B", "VRDMA_RXE_NETNS_B", NULL }, rig);
+	dev_a = rig[0];
+	addr_a = rig[1];
+	addr_b = rig[2];
+	netns_b = rig[3];
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

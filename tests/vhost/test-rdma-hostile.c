@@ -593,16 +593,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_large_scattered_mr, stop_leftover),
 	};
 
+	const char *rig[2];
+
 	vt_init(argc, argv);
-	dev_a = getenv("VRDMA_RXE_DEV_A");
-	dev_b = getenv("VRDMA_RXE_DEV_B");
-	if (!dev_a || !dev_b) {
-		if (getenv("VRDMA_REQUIRE_RDMA")) {
-			fprintf(stderr, "no RDMA devices named, but VRDMA_REQUIRE_RDMA is set\n");
-			return 1;
-		}
-		printf("SKIP: needs two RDMA devices (run it in tests/rxe-vm/run)\n");
-		return 77;
-	}
+	rt_require_rig((const char *const[]){ "VRDMA_RXE_DEV_A", "VRDMA_RXE_DEV_B", NULL }, rig);
+	dev_a = rig[0];
+	dev_b = rig[1];
 	return cmocka_run_group_tests(tests, NULL, teardown);
 }
