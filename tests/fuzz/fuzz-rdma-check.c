@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * vhost/rdma-check.c: every guest byte of the paravirtual RDMA device.
+ * vhost/rdma/rdma-check.c: every guest byte of the paravirtual RDMA device.
  *
  * Input: [mode][knob] bytes...
  *   mode 0: a control request (header + payload), checked as rdma-ctrl.c

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * A whole vhost-user device instance (vhost/vu-dev.c dispatch, vu-mem,
- * vu-vq, vu-log, vu-inflight, and vhost/blk.c or vhost/rng.c) driven by a
+ * A whole vhost-user device instance (vhost/core/vu-dev.c dispatch, vu-mem,
+ * vu-vq, vu-log, vu-inflight, and vhost/blk/blk.c or vhost/rng/rng.c) driven by a
  * hostile front end: the messages, the fds that come with them and the
  * guest memory they point into all come from the input.
  *

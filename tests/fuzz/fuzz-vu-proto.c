@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * vhost/vu-proto.c: the front end's byte stream through the real reader,
+ * vhost/core/vu-proto.c: the front end's byte stream through the real reader,
  * vu_msg_read() on a non-blocking socketpair, then every payload decoder on
  * each message it accepts.
  *

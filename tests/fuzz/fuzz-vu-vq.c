@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * vhost/vu-vq.c: the descriptor-chain walker over guest memory the driver
+ * vhost/core/vu-vq.c: the descriptor-chain walker over guest memory the driver
  * wrote (direct, indirect, EVENT_IDX), through vq_pop / vq_push / vq_notify
  * on a device made by vu_dev_new() with two memfd regions, as
  * tests/unit/test-vu-ring.c sets one up.

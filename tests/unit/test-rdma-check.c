@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of vhost/rdma-check.c and vhost/rdma-table.c: the decoding and
+ * Unit tests of vhost/rdma/rdma-check.c and vhost/rdma/rdma-table.c: the decoding and
  * checking of every byte a guest gives the paravirtual RDMA device, and the
  * generation-tagged handle table.
  *
  * Every control case starts from one valid request and changes exactly one
  * field, so a case fails only for the reason it names.  Expected values come
- * from vhost/rdma-wire.h and docs/virtio-rdma.md, not from the code under
+ * from vhost/rdma/rdma-wire.h and docs/virtio-rdma.md, not from the code under
  * test: ring pages are recomputed here as ceil((384 + slots * slot) / 4096).
  * Some requests sit at an odd address because the unit tier runs under UBSan
  * and guests place page lists wherever they like.

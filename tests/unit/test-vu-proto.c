@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of vhost/vu-proto.c: the incremental message reader over a
+ * Unit tests of vhost/core/vu-proto.c: the incremental message reader over a
  * socketpair, and the payload decoders.
  *
  * Sizes, fd rules and queue-index rules are written down here from QEMU's

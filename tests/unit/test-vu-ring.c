@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Unit tests of the split-virtqueue side of the vhost-user core: guest
- * memory (vhost/vu-mem.c), descriptor walking, push and notify
- * (vhost/vu-vq.c), the dirty log (vu-log.c) and inflight recovery
+ * memory (vhost/core/vu-mem.c), descriptor walking, push and notify
+ * (vhost/core/vu-vq.c), the dirty log (vu-log.c) and inflight recovery
  * (vu-inflight.c), on a device made by vu_dev_new() over a socketpair.
  *
  * The "guest" is two memfds, mapped here a second time: the test lays out

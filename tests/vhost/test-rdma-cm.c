@@ -440,7 +440,7 @@ static void test_guest_listens(void **state)
 
 /* The handle the device gives the k-th connection of a guest that has
  * had no other: generation-tagged slots of a 16-slot table, round robin
- * (vhost/rdma-table.c).  Predictable, as a hostile guest would have it. */
+ * (vhost/rdma/rdma-table.c).  Predictable, as a hostile guest would have it. */
 static uint32_t nth_conn_handle(unsigned int k)
 {
 	return (k / 16 + 1) << 20 | (k % 16 + 1);
