@@ -2,12 +2,17 @@
 /*
  * The paravirtual RDMA device (docs/virtio-rdma.md), private to vhost/.
  *
- * rdma-check.c  every guest byte: control requests and WQEs, decoded and
- *               checked once, with no verbs and no guest memory (unit-tested)
- * rdma-table.c  handles: per connection, generation-tagged, never pointers
- * rdma-ctrl.c   the control virtqueue: commands on the host function
- * rdma-data.c   rings, doorbells, completions and events
- * rdma.c        the device type: the tenant's function, quotas, instances
+ * rdma-check.c    every guest byte: control requests and WQEs, decoded and
+ *                 checked once, with no verbs and no guest memory (unit-tested)
+ * rdma-table.c    handles: per connection, generation-tagged, never pointers
+ * rdma-ctrl.c     the control virtqueue: commands on the host function
+ * rdma-ring.c     rings in guest memory, the device's positions, WQE shadows
+ * rdma-post.c     doorbells, taking WQEs and posting them (the work budget)
+ * rdma-comp.c     host completions into the guest's CQs
+ * rdma-event.c    device events, and the failures that raise them
+ * rdma-quiesce.c  the poll timer, dirty logging, the stop for migration
+ * rdma-cm.c       connection management (rdma_cm)
+ * rdma.c          the device type: the tenant's function, quotas, instances
  */
 #ifndef VRDMA_RDMA_INTERNAL_H
 #define VRDMA_RDMA_INTERNAL_H
@@ -348,12 +353,36 @@ void rdma_cm_qp_gone(struct rdma_dev *d, struct rdma_qp *qp);
 void rdma_cm_destroy_all(struct rdma_dev *d);
 void rdma_cm_fini(struct rdma_dev *d);
 
-/* rdma-data.c */
+/*
+ * Host wr_ids: the slot in bits 0-31, RDMA_WRID_RECV for receives (an
+ * error completion's opcode is undefined: rxe leaves it 0 on flushed
+ * receives, so the queue must come from the wr_id itself), and the QP's
+ * incarnation above.  A completion of an earlier incarnation (flushed
+ * before a reset, or of a destroyed QP whose number the host gave out
+ * again) names slots of rings that have restarted since: it is dropped.
+ */
+#define RDMA_WRID_RECV (1ull << 32)
+#define RDMA_WRID_INCARNATION_SHIFT 33
+#define RDMA_WRID_SLOT_MASK 0xffffffffull
+
+/* rdma-ring.c */
 int rdma_ring_init(struct rdma_dev *d, struct rdma_ring *ring, const uint64_t *pages,
 		   uint64_t npages, uint32_t log2_slots, unsigned int slot_log2);
 void rdma_ring_fini(struct rdma_dev *d, struct rdma_ring *ring);
 int rdma_wq_init(struct rdma_wq *wq, uint32_t max_sge);
 void rdma_wq_fini(struct rdma_wq *wq);
+/* Slot i of the ring (masked). */
+uint8_t *rdma_ring_slot(const struct rdma_ring *r, uint32_t i);
+/* The driver's index at off (acquire), masked; 0 for a released ring. */
+uint32_t rdma_ring_load(const struct rdma_ring *r, size_t off);
+/* The device's index at off (release), logged; nothing for a released ring. */
+void rdma_ring_store(struct rdma_dev *d, const struct rdma_ring *r, size_t off, uint32_t v);
+struct rdma_shadow *rdma_shadow_at(const struct rdma_wq *wq, uint32_t slot);
+uint64_t rdma_host_wr_id(const struct rdma_qp *qp, uint32_t slot, uint64_t queue_bit);
+/* Room for one more in flight: the host queue is exactly as deep. */
+bool rdma_wq_has_room(const struct rdma_wq *wq);
+/* Neither stopped, nor in RESET, nor with its rings gone. */
+bool rdma_qp_takes_work(const struct rdma_dev *d, const struct rdma_qp *qp);
 /* The QP went back to RESET: both sides restart at slot 0, and
  * completions of what was posted before are dropped. */
 void rdma_qp_rings_reset(struct rdma_dev *d, struct rdma_qp *qp);
@@ -361,25 +390,38 @@ void rdma_qp_rings_reset(struct rdma_dev *d, struct rdma_qp *qp);
 void rdma_qp_new_incarnation(struct rdma_dev *d, struct rdma_qp *qp);
 /* Every entry from the event loop: a new budget of work for this call. */
 void rdma_work_refill(struct rdma_dev *d);
+/* rdma-post.c */
 void rdma_doorbell_kick(struct rdma_dev *d, struct vu_vq *vq);
-void rdma_event_kick(struct rdma_dev *d, struct vu_vq *vq);
-void rdma_post_event(struct rdma_dev *d, uint16_t type, uint32_t handle, uint32_t data);
-void rdma_flush_events(struct rdma_dev *d);
 void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp);
 /* Takes and posts new send WQEs (from RTS on). */
 void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp);
+struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey);
+
+/* rdma-comp.c */
 /* Translates the host completions into the guest's ring; returns how many. */
 unsigned int rdma_poll_cq(struct rdma_dev *d, struct rdma_cq *cq);
 void rdma_comp_ready(struct vu_dev *vu, int fd, void *data);
+/* One CQE into the guest's ring, or the CQ dies of the overrun. */
+void rdma_cq_push(struct rdma_dev *d, struct rdma_cq *cq, const struct vrdma_cqe *cqe);
+/* Completes the refused WQE at sq.next once everything before it has. */
+void rdma_finish_bad(struct rdma_dev *d, struct rdma_qp *qp);
+
+/* rdma-event.c */
+void rdma_event_kick(struct rdma_dev *d, struct vu_vq *vq);
+void rdma_post_event(struct rdma_dev *d, uint16_t type, uint32_t handle, uint32_t data);
+void rdma_flush_events(struct rdma_dev *d);
+/* An armed CQ got a completion: one event, coalesced. */
+void rdma_cq_event(struct rdma_dev *d, struct rdma_cq *cq);
+/* The CQ is dead (overrun, or its ring is gone): so is every QP on it. */
+void rdma_cq_fail(struct rdma_dev *d, struct rdma_cq *cq);
+/* Moves the QP to ERR on the host and tells the guest why. */
+void rdma_qp_fatal(struct rdma_dev *d, struct rdma_qp *qp, uint32_t reason);
+
+/* rdma-quiesce.c */
 void rdma_timer_fired(struct vu_dev *vu, int fd, void *data);
 /* Runs the poll timer while the connection has QPs. */
 void rdma_poll_timer_update(struct rdma_dev *d);
 void rdma_quiesce(struct rdma_dev *d);
 void rdma_log_remote_writable(struct rdma_dev *d);
-/* The CQ is dead (overrun, or its ring is gone): so is every QP on it. */
-void rdma_cq_fail(struct rdma_dev *d, struct rdma_cq *cq);
-/* Moves the QP to ERR on the host and tells the guest why. */
-void rdma_qp_fatal(struct rdma_dev *d, struct rdma_qp *qp, uint32_t reason);
-struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey);
 
 #endif

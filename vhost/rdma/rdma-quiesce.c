@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The poll timer (receive rings have no doorbell in rxe's ABI), dirty
+ * logging of what remote peers write, and the stop for migration.
+ */
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "rdma-internal.h"
+#include "util.h"
+
+/* Every millisecond: receive rings (no doorbell in rxe's ABI). */
+#define POLL_PERIOD_NS 1000000
+/* Remote-writable MRs are marked dirty every 100 ticks while logging. */
+#define LOG_EVERY_TICKS 100u
+#define QUIESCE_TIMEOUT_NS 2000000000ull
+
+void rdma_poll_timer_update(struct rdma_dev *d)
+{
+	struct itimerspec on = {
+		.it_interval = { 0, POLL_PERIOD_NS }, .it_value = { 0, POLL_PERIOD_NS },
+	};
+	struct itimerspec off = { 0 };
+
+	timerfd_settime(d->poll_timer, 0, d->qps.count ? &on : &off, NULL);
+}
+
+void rdma_log_remote_writable(struct rdma_dev *d)
+{
+	if (!vu_dev_logging(d->vu))
+		return;
+	for (uint32_t i = 0; i < d->mrs.cap; i++) {
+		const struct rdma_mr *mr = d->mrs.obj[i];
+
+		if (mr && mr->pages &&
+		    (mr->access & (VRDMA_ACCESS_REMOTE_WRITE | VRDMA_ACCESS_REMOTE_ATOMIC)))
+			vu_pages_log(d->vu, mr->pages, mr->first_offset, mr->length);
+	}
+}
+
+void rdma_timer_fired(struct vu_dev *vu, int fd, void *data)
+{
+	struct rdma_dev *d = data;
+	uint64_t expirations;
+
+	(void)vu;
+	if (read(fd, &expirations, sizeof(expirations)) < 0 || d->quiesced)
+		return;
+	rdma_work_refill(d);
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		struct rdma_qp *qp = d->qps.obj[i];
+
+		if (!qp)
+			continue;
+		rdma_rq_fill(d, qp);
+		/* Sends the last call's work budget left in the ring. */
+		if (qp->sq_more)
+			rdma_sq_take(d, qp);
+	}
+	if (++d->ticks % LOG_EVERY_TICKS == 0)
+		rdma_log_remote_writable(d);
+	rdma_flush_events(d);
+}
+
+static bool all_drained(const struct rdma_dev *d)
+{
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		const struct rdma_qp *qp = d->qps.obj[i];
+
+		if (qp && (qp->sq.inflight || qp->rq.inflight))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The front end stopped the device while logging (migration): every QP
+ * goes to error, the flushed completions reach the guest's CQs, the pages
+ * that remote peers may have written are marked a last time, and nothing
+ * lands in guest memory afterwards.
+ */
+void rdma_quiesce(struct rdma_dev *d)
+{
+	uint64_t deadline = monotonic_ns() + QUIESCE_TIMEOUT_NS;
+
+	if (d->quiesced)
+		return;
+	rdma_work_refill(d);
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		struct rdma_qp *qp = d->qps.obj[i];
+
+		if (qp && qp->state != VRDMA_QPS_RESET && qp->state != VRDMA_QPS_ERR)
+			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
+	}
+	do {
+		for (uint32_t i = 0; i < d->cqs.cap; i++)
+			if (d->cqs.obj[i])
+				rdma_poll_cq(d, d->cqs.obj[i]);
+		if (all_drained(d))
+			break;
+		usleep(1000);
+	} while (monotonic_ns() < deadline);
+	rdma_log_remote_writable(d);
+	d->quiesced = true;
+}
+
