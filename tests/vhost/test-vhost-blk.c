@@ -596,13 +596,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_multiqueue),
 		cmocka_unit_test(test_vring_base),
 	};
-	int failed, stop_rw, stop_ro;
-
 	vt_init(argc, argv);
-	failed = cmocka_run_group_tests(tests, setup, NULL);
-	/* A sanitizer report in the daemon shows up as a non-zero exit here. */
-	stop_rw = vt_stop(&rw_daemon);
-	stop_ro = vt_stop(&ro_daemon);
-	vt_cleanup();
-	return failed || stop_rw || stop_ro ? 1 : 0;
+	return VT_RUN(tests, setup, NULL, &rw_daemon, &ro_daemon);
 }

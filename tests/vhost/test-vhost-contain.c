@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "util.h"
-#include "vt-common.h"
+#include "vt-contain.h"
 
 #define FILE_SIZE (1ull << 20)
 #define FILE_SECTORS (FILE_SIZE / VUF_BLK_SECTOR)
@@ -39,65 +39,21 @@
 #define QUIET_MS 200
 #define BLK_HDR_BYTES 16u
 
-static struct vt_daemon dmn;
-static char blk_file[256];
-static struct vt_dev good;
-static struct vuf_blk_req good_req;
-static int baseline_fds;
-static unsigned good_round;
-/* The hostile side of the running case, closed by the teardown if it failed. */
-static struct vt_dev hdev;
-static bool hdev_open;
-
-/* ---- the well-behaved side ---- */
-
-static void good_io(const char *after)
-{
-	uint64_t sector = (good_round * 8) % (FILE_SECTORS - 8);
-	int ret;
-
-	good_round++;
-	if (!vuf_daemon_alive(&dmn.d))
-		fail_msg("daemon died after %s (wait status 0x%x)", after, dmn.d.wstatus);
-	ret = vt_blk_round_trip(&good, &good_req, sector, (uint8_t)good_round);
-	if (ret == -EIO)
-		fail_msg("good connection: I/O failed after %s", after);
-	if (ret)
-		fail_msg("good connection: read back differs after %s", after);
-}
-
-/* The daemon's fds return to what they were before the hostile connection. */
-static void assert_fd_baseline(const char *after)
-{
-	int n = vt_wait_fd_count(dmn.d.pid, baseline_fds);
-
-	if (n != baseline_fds)
-		fail_msg("after %s the daemon has %d fds open, baseline %d", after, n,
-			 baseline_fds);
-}
+static struct vt_contain H;
 
 /* ---- the hostile side ---- */
 
 static struct vt_dev *open_hdev(uint64_t features, unsigned nvq, uint16_t qsize, bool start)
 {
-	assert_int_equal(vt_dev_open(&hdev, dmn.sock, features, VT_PROTO_ALL, nvq, qsize, start),
-			 0);
-	hdev_open = true;
-	return &hdev;
-}
-
-static void close_hdev(void)
-{
-	vt_dev_close(&hdev);
-	hdev_open = false;
+	return vt_contain_open_hdev(&H, features, nvq, qsize, start);
 }
 
 /* What must hold after every case. */
 static void end_case(const char *name)
 {
-	close_hdev();
-	assert_fd_baseline(name);
-	good_io(name);
+	vt_contain_close_hdev(&H);
+	vt_contain_fd_baseline(&H, name);
+	vt_contain_good_io(&H, name);
 }
 
 /* Replies the daemon sent before it noticed are skipped; then EOF must come. */
@@ -196,11 +152,11 @@ static void test_sigbus_ram_buffers(void **state)
  */
 static struct vt_dev *open_hdev_ram(int ram_fd, bool add_mem_reg)
 {
-	struct vt_dev *h = &hdev;
+	struct vt_dev *h = &H.hdev;
 
 	memset(h, 0, sizeof(*h));
-	assert_int_equal(vuf_conn_connect(dmn.sock, VT_TIMEOUT_MS, &h->c), 0);
-	hdev_open = true;
+	assert_int_equal(vuf_conn_connect(H.dmn.sock, VT_TIMEOUT_MS, &h->c), 0);
+	H.hdev_open = true;
 	h->mem = vuf_mem_new();
 	assert_non_null(h->mem);
 	assert_int_equal(vuf_negotiate(h->c, VT_BLK_FEATURES, VT_PROTO_ALL, &h->features,
@@ -425,7 +381,7 @@ static void test_full_call_fd(void **state)
 		if (vuf_blk_io(&h->vq[0], &r, VUF_BLK_T_IN, 0, buf, sizeof(buf), false,
 			       VT_TIMEOUT_MS) != VUF_BLK_S_OK)
 			fail_msg("full call fd: request %d not completed", i);
-	good_io("requests completed on a full blocking call fd");
+	vt_contain_good_io(&H, "requests completed on a full blocking call fd");
 	/* The counter never moved: the daemon's writes did not go through. */
 	assert_int_equal(read(h->vq[0].call_fd, &v, sizeof(v)), sizeof(v));
 	assert_true(v == UINT64_MAX - 1);
@@ -444,7 +400,7 @@ static void test_full_err_fd(void **state)
 	assert_int_equal(vuf_vq_kick_force(&h->vq[0]), 0);
 	usleep(QUIET_MS * 1000);
 	assert_int_equal(vuf_vq_used_idx(&h->vq[0]), 0);
-	good_io("a broken queue with a full blocking err fd");
+	vt_contain_good_io(&H, "a broken queue with a full blocking err fd");
 	end_case("full blocking err fd");
 }
 
@@ -478,7 +434,7 @@ static void test_shared_kick_fd(void **state)
 			assert_int_equal(vuf_blk_req_status(&h->vq[q], &r[q]), VUF_BLK_S_OK);
 		}
 	}
-	good_io("one eventfd as kick fd of two queues");
+	vt_contain_good_io(&H, "one eventfd as kick fd of two queues");
 	end_case("one eventfd as kick fd of two queues");
 }
 
@@ -547,12 +503,12 @@ struct probe {
 
 static void probe_step(struct probe *p)
 {
-	struct vuf_vq *vq = &good.vq[0];
+	struct vuf_vq *vq = &H.good.vq[0];
 	uint64_t now = monotonic_ns();
 	struct vuf_used u;
 
 	if (!p->busy) {
-		assert_int_equal(vuf_blk_post(vq, &good_req, VUF_BLK_T_IN, 0, 4096, false), 0);
+		assert_int_equal(vuf_blk_post(vq, &H.good_req, VUF_BLK_T_IN, 0, 4096, false), 0);
 		assert_int_equal(vuf_vq_kick(vq), 0);
 		p->posted_ns = now;
 		p->busy = true;
@@ -564,7 +520,7 @@ static void probe_step(struct probe *p)
 				 (unsigned long long)((now - p->posted_ns) / 1000000));
 		return;
 	}
-	assert_int_equal(vuf_blk_req_status(vq, &good_req), VUF_BLK_S_OK);
+	assert_int_equal(vuf_blk_req_status(vq, &H.good_req), VUF_BLK_S_OK);
 	if (now - p->posted_ns > p->worst_ns)
 		p->worst_ns = now - p->posted_ns;
 	p->done++;
@@ -665,44 +621,25 @@ static void test_ring_memory_replaced(void **state)
 
 /* ---- setup ---- */
 
-static uint8_t zero_pattern(uint64_t i)
-{
-	(void)i;
-	return 0;
-}
-
 static int setup(void **state)
 {
-	const char *args[] = { "--device", "blk", "--blk-file", blk_file, "--num-queues", "2",
-			       NULL };
-
 	(void)state;
-	vt_path("contain.img", blk_file, sizeof(blk_file));
-	if (vt_make_file(blk_file, FILE_SIZE, zero_pattern) || vt_spawn(&dmn, "contain.sock", args))
-		return -1;
-	if (vt_dev_open(&good, dmn.sock, VT_BLK_FEATURES, VT_PROTO_ALL, 1, 64, true) ||
-	    vuf_blk_req_alloc(good.mem, 4096, &good_req))
-		return -1;
-	baseline_fds = vuf_proc_fd_count(dmn.d.pid);
-	return baseline_fds > 0 ? 0 : -1;
+	return vt_contain_setup(&H, "contain", FILE_SIZE,
+				(const char *[]){ "--num-queues", "2", NULL });
 }
 
 /* After a failed case: close what it left and re-measure the baseline. */
 static int case_teardown(void **state)
 {
 	(void)state;
-	if (!hdev_open)
-		return 0;
-	close_hdev();
-	usleep(200 * 1000);
-	baseline_fds = vuf_proc_fd_count(dmn.d.pid);
+	vt_contain_case_cleanup(&H);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	vt_dev_close(&good);
+	vt_contain_teardown(&H);
 	return 0;
 }
 
@@ -727,11 +664,6 @@ int main(int argc, char **argv)
 		T(test_budget_fairness),
 		T(test_ring_memory_replaced),
 	};
-	int failed, stopped;
-
 	vt_init(argc, argv);
-	failed = cmocka_run_group_tests(tests, setup, teardown);
-	stopped = vt_stop(&dmn);
-	vt_cleanup();
-	return failed || stopped ? 1 : 0;
+	return VT_RUN(tests, setup, teardown, &H.dmn);
 }

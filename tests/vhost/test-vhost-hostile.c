@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "util.h"
-#include "vt-common.h"
+#include "vt-contain.h"
 
 #define FILE_SIZE (1ull << 20)
 #define NUM_QUEUES 2
@@ -34,16 +34,7 @@
 /* How long a broken queue must stay silent. */
 #define QUIET_MS 300
 
-static struct vt_daemon dmn;
-static char blk_file[256];
-static struct vt_dev good;
-static struct vuf_blk_req good_req;
-static int baseline_fds;
-static unsigned good_round;
-/* The hostile side of the running case, for cleanup after a failed one. */
-static struct vuf_conn *cur_conn;
-static struct vt_dev hdev;
-static bool hdev_open;
+static struct vt_contain H;
 
 enum verdict { V_DROPPED, V_NACK, V_ACK0, V_HANG, V_OTHER };
 
@@ -57,57 +48,21 @@ static const char *verdict_name(enum verdict v)
 	return names[v];
 }
 
-/* ---- the well-behaved side ---- */
-
-static void good_io(const char *after)
-{
-	uint64_t sector = (good_round * 8) % (FILE_SIZE / 512 - 8);
-	int ret;
-
-	good_round++;
-	if (!vuf_daemon_alive(&dmn.d))
-		fail_msg("daemon died after %s (wait status 0x%x)", after, dmn.d.wstatus);
-	ret = vt_blk_round_trip(&good, &good_req, sector, (uint8_t)good_round);
-	if (ret == -EIO)
-		fail_msg("good connection: I/O failed after %s", after);
-	if (ret)
-		fail_msg("good connection: read back differs after %s", after);
-}
-
-/* The daemon's fds return to what they were before the hostile connection. */
-static void assert_fd_baseline(const char *after)
-{
-	int n = vt_wait_fd_count(dmn.d.pid, baseline_fds);
-
-	if (n != baseline_fds)
-		fail_msg("after %s the daemon has %d fds open, baseline %d", after, n,
-			 baseline_fds);
-}
-
 /* ---- hostile connections ---- */
 
 static struct vuf_conn *open_raw(void)
 {
 	struct vuf_conn *c;
 
-	assert_int_equal(vuf_conn_connect(dmn.sock, VT_TIMEOUT_MS, &c), 0);
-	cur_conn = c;
+	assert_int_equal(vuf_conn_connect(H.dmn.sock, VT_TIMEOUT_MS, &c), 0);
+	H.raw = c;
 	return c;
 }
 
 /* A hostile device connection, fully set up, queue 0 started if start. */
 static struct vt_dev *open_hdev(uint16_t qsize, bool start)
 {
-	assert_int_equal(vt_dev_open(&hdev, dmn.sock, VT_BLK_FEATURES, VT_PROTO_ALL, 1, qsize,
-				     start), 0);
-	hdev_open = true;
-	return &hdev;
-}
-
-static void close_hdev(void)
-{
-	vt_dev_close(&hdev);
-	hdev_open = false;
+	return vt_contain_open_hdev(&H, VT_BLK_FEATURES, 1, qsize, start);
 }
 
 /* Owner, features (with LOG_ALL) and all protocol features: REPLY_ACK is on. */
@@ -125,9 +80,9 @@ static struct vuf_conn *open_negotiated(void)
 static void end_case(struct vuf_conn *c, const char *name)
 {
 	vuf_conn_free(c);
-	cur_conn = NULL;
-	assert_fd_baseline(name);
-	good_io(name);
+	H.raw = NULL;
+	vt_contain_fd_baseline(&H, name);
+	vt_contain_good_io(&H, name);
 }
 
 /* One line per refused message in the test log: what the daemon did. */
@@ -733,9 +688,9 @@ static void ring_addr_case(int which, bool expect_ok, const char *name)
 		assert_int_equal(ret, 0);
 	else
 		expect_refusal_ret(name, ret);
-	close_hdev();
-	assert_fd_baseline(name);
-	good_io(name);
+	vt_contain_close_hdev(&H);
+	vt_contain_fd_baseline(&H, name);
+	vt_contain_good_io(&H, name);
 }
 
 /* Each case alone, so a drop on one cannot hide the next. */
@@ -891,7 +846,7 @@ static void queue_case(const char *name, void (*corrupt)(struct vt_dev *h))
 	usleep(QUIET_MS * 1000);
 	if (vuf_vq_used_idx(vq) != 0)
 		fail_msg("%s: the broken queue processed more requests", name);
-	good_io(name);
+	vt_contain_good_io(&H, name);
 	/* Stop, restart from scratch: it serves again. */
 	assert_int_equal(vuf_vq_stop(vq, &base), 0);
 	vuf_vq_reset(vq);
@@ -899,9 +854,9 @@ static void queue_case(const char *name, void (*corrupt)(struct vt_dev *h))
 	if (vuf_blk_io(vq, &r, VUF_BLK_T_IN, 0, buf, sizeof(buf), false, VT_TIMEOUT_MS) !=
 	    VUF_BLK_S_OK)
 		fail_msg("%s: queue did not recover after stop and restart", name);
-	close_hdev();
-	assert_fd_baseline(name);
-	good_io(name);
+	vt_contain_close_hdev(&H);
+	vt_contain_fd_baseline(&H, name);
+	vt_contain_good_io(&H, name);
 }
 
 /* Room for tables and buffers the corrupt functions point at. */
@@ -1081,10 +1036,10 @@ static void test_disconnect_in_flight(void **state)
 						      false), 0);
 		}
 		assert_int_equal(vuf_vq_kick_force(&h->vq[0]), 0);
-		close_hdev();
+		vt_contain_close_hdev(&H);
 	}
-	assert_fd_baseline("disconnects with requests in flight");
-	good_io("disconnects with requests in flight");
+	vt_contain_fd_baseline(&H, "disconnects with requests in flight");
+	vt_contain_good_io(&H, "disconnects with requests in flight");
 }
 
 static void test_many_connections(void **state)
@@ -1094,26 +1049,26 @@ static void test_many_connections(void **state)
 	(void)state;
 	/* Half of them negotiate, half just connect; all close together. */
 	for (size_t i = 0; i < ARRAY_SIZE(c); i++) {
-		assert_int_equal(vuf_conn_connect(dmn.sock, VT_TIMEOUT_MS, &c[i]), 0);
+		assert_int_equal(vuf_conn_connect(H.dmn.sock, VT_TIMEOUT_MS, &c[i]), 0);
 		if (i % 2)
 			assert_int_equal(vuf_negotiate(c[i], VT_BLK_FEATURES, VT_PROTO_ALL, NULL,
 						       NULL), 0);
 	}
-	good_io("64 open connections");
+	vt_contain_good_io(&H, "64 open connections");
 	/* One more than --max-connections: accepted by the kernel, then closed. */
 	{
 		struct vuf_conn *extra;
 		uint64_t features;
 
-		assert_int_equal(vuf_conn_connect(dmn.sock, VT_TIMEOUT_MS, &extra), 0);
+		assert_int_equal(vuf_conn_connect(H.dmn.sock, VT_TIMEOUT_MS, &extra), 0);
 		assert_int_equal(vuf_get_features(extra, &features), -ECONNRESET);
 		vuf_conn_free(extra);
 	}
-	good_io("a connection over the limit refused");
+	vt_contain_good_io(&H, "a connection over the limit refused");
 	for (size_t i = 0; i < ARRAY_SIZE(c); i++)
 		vuf_conn_free(c[i]);
-	assert_fd_baseline("64 connections closed");
-	good_io("64 connections closed");
+	vt_contain_fd_baseline(&H, "64 connections closed");
+	vt_contain_good_io(&H, "64 connections closed");
 }
 
 /* ---- the end ---- */
@@ -1126,37 +1081,23 @@ static void test_still_serving(void **state)
 
 	(void)state;
 	/* After all of it: the good connection and a brand-new one both work. */
-	good_io("the whole suite");
+	vt_contain_good_io(&H, "the whole suite");
 	fresh = open_hdev(64, true);
 	assert_int_equal(vuf_blk_req_alloc(fresh->mem, 4096, &r), 0);
 	assert_int_equal(vuf_blk_io(&fresh->vq[0], &r, VUF_BLK_T_IN, 0, buf, sizeof(buf), false,
 				    VT_TIMEOUT_MS), VUF_BLK_S_OK);
-	close_hdev();
-	assert_fd_baseline("the whole suite");
-	assert_true(vuf_daemon_alive(&dmn.d));
-}
-
-static uint8_t zero_pattern(uint64_t i)
-{
-	(void)i;
-	return 0;
+	vt_contain_close_hdev(&H);
+	vt_contain_fd_baseline(&H, "the whole suite");
+	assert_true(vuf_daemon_alive(&H.dmn.d));
 }
 
 static int setup(void **state)
 {
 	/* Room for the good connection and 64 more, not for a 66th. */
-	const char *args[] = { "--device", "blk", "--blk-file", blk_file,
-			       "--num-queues", "2", "--max-connections", "65", NULL };
+	const char *args[] = { "--num-queues", "2", "--max-connections", "65", NULL };
 
 	(void)state;
-	vt_path("hostile.img", blk_file, sizeof(blk_file));
-	if (vt_make_file(blk_file, FILE_SIZE, zero_pattern) || vt_spawn(&dmn, "hostile.sock", args))
-		return -1;
-	if (vt_dev_open(&good, dmn.sock, VT_BLK_FEATURES, VT_PROTO_ALL, 1, 64, true) ||
-	    vuf_blk_req_alloc(good.mem, 4096, &good_req))
-		return -1;
-	baseline_fds = vuf_proc_fd_count(dmn.d.pid);
-	return baseline_fds > 0 ? 0 : -1;
+	return vt_contain_setup(&H, "hostile", FILE_SIZE, args);
 }
 
 /*
@@ -1166,21 +1107,14 @@ static int setup(void **state)
 static int case_teardown(void **state)
 {
 	(void)state;
-	if (!cur_conn && !hdev_open)
-		return 0;
-	vuf_conn_free(cur_conn);
-	cur_conn = NULL;
-	if (hdev_open)
-		close_hdev();
-	usleep(200 * 1000);
-	baseline_fds = vuf_proc_fd_count(dmn.d.pid);
+	vt_contain_case_cleanup(&H);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	vt_dev_close(&good);
+	vt_contain_teardown(&H);
 	return 0;
 }
 
@@ -1225,11 +1159,6 @@ int main(int argc, char **argv)
 		T(test_many_connections),
 		T(test_still_serving),
 	};
-	int failed, stopped;
-
 	vt_init(argc, argv);
-	failed = cmocka_run_group_tests(tests, setup, teardown);
-	stopped = vt_stop(&dmn);
-	vt_cleanup();
-	return failed || stopped ? 1 : 0;
+	return VT_RUN(tests, setup, teardown, &H.dmn);
 }

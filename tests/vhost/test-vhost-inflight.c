@@ -318,22 +318,11 @@ static void test_fresh_connection_after_all(void **state)
 	vt_dev_close(&dev);
 }
 
-static uint8_t zero_pattern(uint64_t i)
-{
-	(void)i;
-	return 0;
-}
-
 static int setup(void **state)
 {
-	const char *args[] = { "--device", "blk", "--blk-file", blk_file, "--num-queues", "2",
-			       NULL };
-
 	(void)state;
-	vt_path("inflight.img", blk_file, sizeof(blk_file));
-	if (vt_make_file(blk_file, FILE_SIZE, zero_pattern) || vt_spawn(&dmn, "inflight.sock", args))
-		return -1;
-	return 0;
+	return vt_spawn_blk(&dmn, "inflight", FILE_SIZE, (const char *[]){ "--num-queues", "2", NULL },
+			    blk_file) ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -345,11 +334,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_reset_device),
 		cmocka_unit_test(test_fresh_connection_after_all),
 	};
-	int failed, stopped;
-
 	vt_init(argc, argv);
-	failed = cmocka_run_group_tests(tests, setup, NULL);
-	stopped = vt_stop(&dmn);
-	vt_cleanup();
-	return failed || stopped ? 1 : 0;
+	return VT_RUN(tests, setup, NULL, &dmn);
 }

@@ -26,7 +26,6 @@
 #define MAX_PAGES 64
 
 static struct vt_daemon dmn;
-static char blk_file[256];
 
 struct page_set {
 	uint64_t p[MAX_PAGES];
@@ -242,21 +241,10 @@ static void test_log_all_turned_on_later(void **state)
 	vuf_log_free(log);
 }
 
-static uint8_t zero_pattern(uint64_t i)
-{
-	(void)i;
-	return 0;
-}
-
 static int setup(void **state)
 {
-	const char *args[] = { "--device", "blk", "--blk-file", blk_file, NULL };
-
 	(void)state;
-	vt_path("log.img", blk_file, sizeof(blk_file));
-	if (vt_make_file(blk_file, FILE_SIZE, zero_pattern) || vt_spawn(&dmn, "log.sock", args))
-		return -1;
-	return 0;
+	return vt_spawn_blk(&dmn, "log", FILE_SIZE, NULL, NULL) ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -268,11 +256,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_no_log_all),
 		cmocka_unit_test(test_log_all_turned_on_later),
 	};
-	int failed, stopped;
-
 	vt_init(argc, argv);
-	failed = cmocka_run_group_tests(tests, setup, NULL);
-	stopped = vt_stop(&dmn);
-	vt_cleanup();
-	return failed || stopped ? 1 : 0;
+	return VT_RUN(tests, setup, NULL, &dmn);
 }

@@ -203,12 +203,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_instance_starts_at_zero),
 		cmocka_unit_test(test_urandom),
 	};
-	int failed, stop_file, stop_urandom;
-
 	vt_init(argc, argv);
-	failed = cmocka_run_group_tests(tests, setup, NULL);
-	stop_file = vt_stop(&file_rng);
-	stop_urandom = vt_stop(&urandom_rng);
-	vt_cleanup();
-	return failed || stop_file || stop_urandom ? 1 : 0;
+	return VT_RUN(tests, setup, NULL, &file_rng, &urandom_rng);
 }

@@ -140,11 +140,47 @@ int vt_make_file(const char *path, uint64_t size, uint8_t (*pattern)(uint64_t))
 		size_t n = size - off < sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
 
 		for (size_t i = 0; i < n; i++)
-			buf[i] = pattern(off + i);
+			buf[i] = pattern ? pattern(off + i) : 0;
 		if (write(fd, buf, n) != (ssize_t)n)
 			return -EIO;
 	}
 	return 0;
+}
+
+int vt_spawn_blk(struct vt_daemon *d, const char *name, uint64_t size, const char *const *extra,
+		 char ret_file[256])
+{
+	char file[256], img[64], sock[64];
+	const char *args[16] = { "--device", "blk", "--blk-file", file };
+	size_t n = 4;
+	int r;
+
+	snprintf(img, sizeof(img), "%s.img", name);
+	snprintf(sock, sizeof(sock), "%s.sock", name);
+	vt_path(img, file, sizeof(file));
+	for (size_t i = 0; extra && extra[i]; i++) {
+		if (n >= G_N_ELEMENTS(args) - 1)
+			return -E2BIG;
+		args[n++] = extra[i];
+	}
+	args[n] = NULL;
+	r = vt_make_file(file, size, NULL);
+	if (!r)
+		r = vt_spawn(d, sock, args);
+	if (!r && ret_file)
+		snprintf(ret_file, 256, "%s", file);
+	return r;
+}
+
+int vt_run_group(const char *name, const struct CMUnitTest *tests, size_t n,
+		 CMFixtureFunction setup, CMFixtureFunction teardown, struct vt_daemon *const *daemons)
+{
+	int failed = _cmocka_run_group_tests(name, tests, n, setup, teardown);
+
+	for (size_t i = 0; daemons[i]; i++)
+		failed |= daemons[i]->running && vt_stop(daemons[i]);
+	vt_cleanup();
+	return failed ? 1 : 0;
 }
 
 int vt_dev_open(struct vt_dev *dev, const char *sock, uint64_t want, uint64_t want_proto,

@@ -6,8 +6,13 @@
 #ifndef VT_COMMON_H
 #define VT_COMMON_H
 
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include "vu-front.h"
 
@@ -36,8 +41,25 @@ int vt_spawn(struct vt_daemon *d, const char *sockname, const char *const *args)
 int vt_stop(struct vt_daemon *d);
 /* Removes the temp dir. */
 void vt_cleanup(void);
-/* Writes a file of size bytes where byte i is pattern(i). */
+/* Writes a file of size bytes where byte i is pattern(i) (0 without one). */
 int vt_make_file(const char *path, uint64_t size, uint8_t (*pattern)(uint64_t));
+/*
+ * A blk back end over a fresh zero-filled file of size bytes, dir/name.img
+ * (its path in ret_file when that is not NULL), listening on
+ * dir/name.sock, with extra arguments (NULL-terminated, or NULL).
+ */
+int vt_spawn_blk(struct vt_daemon *d, const char *name, uint64_t size, const char *const *extra,
+		 char ret_file[256]);
+/*
+ * A test program's whole run: the group, then every daemon (NULL-
+ * terminated) must exit 0 on SIGTERM (a sanitizer report in one shows up
+ * so), then the temp dir goes.  Returns the program's exit status.
+ */
+int vt_run_group(const char *name, const struct CMUnitTest *tests, size_t n,
+		 CMFixtureFunction setup, CMFixtureFunction teardown, struct vt_daemon *const *daemons);
+#define VT_RUN(tests, setup, teardown, ...)                                                  \
+	vt_run_group(#tests, tests, sizeof(tests) / sizeof(tests[0]), setup, teardown,       \
+		     (struct vt_daemon *const[]){ __VA_ARGS__, NULL })
 
 struct vt_dev {
 	struct vuf_conn *c;
