@@ -623,27 +623,12 @@ static void test_ring_memory_replaced(void **state)
 
 static int setup(void **state)
 {
-	(void)state;
-	return vt_contain_setup(&H, "contain", FILE_SIZE,
+	return vt_contain_setup(state, &H, "contain", FILE_SIZE,
 				(const char *[]){ "--num-queues", "2", NULL });
 }
 
-/* After a failed case: close what it left and re-measure the baseline. */
-static int case_teardown(void **state)
-{
-	(void)state;
-	vt_contain_case_cleanup(&H);
-	return 0;
-}
 
-static int teardown(void **state)
-{
-	(void)state;
-	vt_contain_teardown(&H);
-	return 0;
-}
-
-#define T(f) cmocka_unit_test_teardown(f, case_teardown)
+#define T(f) cmocka_unit_test_teardown(f, vt_contain_case_cleanup)
 
 int main(int argc, char **argv)
 {
@@ -665,5 +650,5 @@ int main(int argc, char **argv)
 		T(test_ring_memory_replaced),
 	};
 	vt_init(argc, argv);
-	return VT_RUN(tests, setup, teardown, &H.dmn);
+	return VT_RUN(tests, setup, vt_contain_teardown, &H.dmn);
 }

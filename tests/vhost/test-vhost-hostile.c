@@ -1096,29 +1096,10 @@ static int setup(void **state)
 	/* Room for the good connection and 64 more, not for a 66th. */
 	const char *args[] = { "--num-queues", "2", "--max-connections", "65", NULL };
 
-	(void)state;
-	return vt_contain_setup(&H, "hostile", FILE_SIZE, args);
+	return vt_contain_setup(state, &H, "hostile", FILE_SIZE, args);
 }
 
-/*
- * After a failed case: drop what it left open so the next test starts
- * clean, and re-measure the baseline (the failure is already reported).
- */
-static int case_teardown(void **state)
-{
-	(void)state;
-	vt_contain_case_cleanup(&H);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	vt_contain_teardown(&H);
-	return 0;
-}
-
-#define T(f) cmocka_unit_test_teardown(f, case_teardown)
+#define T(f) cmocka_unit_test_teardown(f, vt_contain_case_cleanup)
 
 int main(int argc, char **argv)
 {
@@ -1160,5 +1141,5 @@ int main(int argc, char **argv)
 		T(test_still_serving),
 	};
 	vt_init(argc, argv);
-	return VT_RUN(tests, setup, teardown, &H.dmn);
+	return VT_RUN(tests, setup, vt_contain_teardown, &H.dmn);
 }

@@ -5,9 +5,10 @@
 
 #include "vt-contain.h"
 
-int vt_contain_setup(struct vt_contain *c, const char *name, uint64_t file_size,
+int vt_contain_setup(void **state, struct vt_contain *c, const char *name, uint64_t file_size,
 		     const char *const *extra)
 {
+	*state = c;
 	c->sectors = file_size / VUF_BLK_SECTOR;
 	if (vt_spawn_blk(&c->dmn, name, file_size, extra, NULL))
 		return -1;
@@ -18,21 +19,27 @@ int vt_contain_setup(struct vt_contain *c, const char *name, uint64_t file_size,
 	return c->baseline_fds > 0 ? 0 : -1;
 }
 
-void vt_contain_teardown(struct vt_contain *c)
+int vt_contain_teardown(void **state)
 {
+	struct vt_contain *c = *state;
+
 	vt_dev_close(&c->good);
+	return 0;
 }
 
-void vt_contain_case_cleanup(struct vt_contain *c)
+int vt_contain_case_cleanup(void **state)
 {
+	struct vt_contain *c = *state;
+
 	if (!c->raw && !c->hdev_open)
-		return;
+		return 0;
 	vuf_conn_free(c->raw);
 	c->raw = NULL;
 	if (c->hdev_open)
 		vt_contain_close_hdev(c);
 	usleep(200 * 1000);
 	c->baseline_fds = vuf_proc_fd_count(c->dmn.d.pid);
+	return 0;
 }
 
 void vt_contain_good_io(struct vt_contain *c, const char *after)

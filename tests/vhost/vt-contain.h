@@ -24,12 +24,15 @@ struct vt_contain {
 };
 
 /* The back end over a name.img of file_size bytes (extra arguments after
- * the blk ones), the good connection, and the fd baseline. */
-int vt_contain_setup(struct vt_contain *c, const char *name, uint64_t file_size,
+ * the blk ones), the good connection, and the fd baseline; c becomes the
+ * group's cmocka state, for the two fixtures below. */
+int vt_contain_setup(void **state, struct vt_contain *c, const char *name, uint64_t file_size,
 		     const char *const *extra);
-void vt_contain_teardown(struct vt_contain *c);
-/* A failed case left its hostile side open: close it, measure again. */
-void vt_contain_case_cleanup(struct vt_contain *c);
+/* Group teardown: the good connection goes. */
+int vt_contain_teardown(void **state);
+/* Test teardown: a failed case left its hostile side open; close it and
+ * measure the baseline again. */
+int vt_contain_case_cleanup(void **state);
 
 /* The daemon lives and the good connection writes and reads back a sector. */
 void vt_contain_good_io(struct vt_contain *c, const char *after);
