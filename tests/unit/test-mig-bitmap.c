@@ -19,24 +19,13 @@
 #include <cmocka.h>
 
 #include "bitmap.h"
+#include "unit-common.h"
 
 #define RANDOM_SEED 0x243f6a8885a308d3ull
 #define RANDOM_MAPS 3000u
 
 /* ---- helpers ---- */
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void) /* splitmix64 */
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static size_t rnd_below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
 
 /* A zeroed bitmap of exactly bitmap_words(nbits) words (at least one). */
 static uint64_t *map_new(size_t nbits)
@@ -443,14 +432,14 @@ static void test_set_clear_exhaustive(void **state)
 	const size_t nbits = 256;
 	(void)state;
 
-	rng_state = RANDOM_SEED ^ 1;
+	ut_rnd_seed(RANDOM_SEED ^ 1);
 	for (size_t first = 0; first <= nbits; first++) {
 		for (size_t len = 0; first + len <= nbits; len++) {
 			uint64_t bg[4], *w;
-			bool set = rnd() & 1;
+			bool set = ut_rnd() & 1;
 
 			for (size_t i = 0; i < 4; i++)
-				bg[i] = rnd();
+				bg[i] = ut_rnd();
 			w = map_new(nbits);
 			memcpy(w, bg, sizeof(bg));
 			if (set)
@@ -545,25 +534,25 @@ static void test_page_is_zero(void **state)
 /* Fills ref/w with one of several patterns, with random garbage past nbits. */
 static void random_map(bool *ref, uint64_t *w, size_t nbits)
 {
-	unsigned kind = (unsigned)rnd_below(5);
+	unsigned kind = (unsigned)ut_rnd_below(5);
 
 	memset(ref, 0, nbits);
 	switch (kind) {
 	case 0: /* independent bits, random density */
 	case 1: {
-		unsigned pct = (unsigned)rnd_below(101);
+		unsigned pct = (unsigned)ut_rnd_below(101);
 
 		for (size_t i = 0; i < nbits; i++)
-			ref[i] = rnd_below(100) < pct;
+			ref[i] = ut_rnd_below(100) < pct;
 		break;
 	}
 	case 2: /* runs of random lengths, some long */
 	case 3: {
 		size_t i = 0;
-		bool v = rnd() & 1;
+		bool v = ut_rnd() & 1;
 
 		while (i < nbits) {
-			size_t n = 1 + (rnd() & 1 ? rnd_below(8) : rnd_below(300));
+			size_t n = 1 + (ut_rnd() & 1 ? ut_rnd_below(8) : ut_rnd_below(300));
 
 			for (size_t j = 0; j < n && i < nbits; j++)
 				ref[i++] = v;
@@ -572,12 +561,12 @@ static void random_map(bool *ref, uint64_t *w, size_t nbits)
 		break;
 	}
 	default: /* mostly set with a few holes, or all/none */
-		if (rnd_below(4) == 0) {
-			memset(ref, rnd() & 1, nbits);
+		if (ut_rnd_below(4) == 0) {
+			memset(ref, ut_rnd() & 1, nbits);
 		} else {
 			memset(ref, 1, nbits);
-			for (size_t n = rnd_below(6); n; n--)
-				ref[rnd_below(nbits)] = false;
+			for (size_t n = ut_rnd_below(6); n; n--)
+				ref[ut_rnd_below(nbits)] = false;
 		}
 		break;
 	}
@@ -586,16 +575,16 @@ static void random_map(bool *ref, uint64_t *w, size_t nbits)
 		if (ref[i])
 			bit_set(w, i);
 	if (nbits % 64)
-		w[nbits / 64] |= rnd() << (nbits % 64);
+		w[nbits / 64] |= ut_rnd() << (nbits % 64);
 }
 
 static size_t random_max_len(size_t nbits)
 {
-	switch (rnd_below(6)) {
+	switch (ut_rnd_below(6)) {
 	case 0: return 1;
-	case 1: return 2 + rnd_below(7);
-	case 2: return 1 + rnd_below(100);
-	case 3: return 1 + rnd_below(nbits);
+	case 1: return 2 + ut_rnd_below(7);
+	case 2: return 1 + ut_rnd_below(100);
+	case 3: return 1 + ut_rnd_below(nbits);
 	case 4: return 64;
 	default: return SIZE_MAX;
 	}
@@ -610,9 +599,9 @@ static void test_random_runs(void **state)
 
 	assert_non_null(ref);
 	assert_non_null(seen);
-	rng_state = RANDOM_SEED;
+	ut_rnd_seed(RANDOM_SEED);
 	for (unsigned iter = 0; iter < RANDOM_MAPS; iter++) {
-		size_t nbits = 1 + rnd_below(max_nbits), nset = 0, from = 0;
+		size_t nbits = 1 + ut_rnd_below(max_nbits), nset = 0, from = 0;
 		uint64_t *w = map_new(nbits);
 
 		random_map(ref, w, nbits);
@@ -669,7 +658,7 @@ static void test_random_runs(void **state)
 
 		/* Random starting points against a direct scan of ref. */
 		for (unsigned q = 0; q < 20; q++) {
-			size_t f = rnd_below(nbits + 1), max_len = random_max_len(nbits);
+			size_t f = ut_rnd_below(nbits + 1), max_len = random_max_len(nbits);
 			size_t ws = f, wl = 0;
 			struct run r;
 

@@ -27,6 +27,7 @@
 
 #include "vu-proto.h"
 #include "fdpass.h"
+#include "unit-common.h"
 
 #define FUZZ_ITERATIONS 100000u
 #define FUZZ_SEED 0x243f6a8885a308d3ull
@@ -78,6 +79,8 @@ static const struct spec_row spec[] = {
 	{ 38, 40, 40, FD_OPTIONAL, Q_NONE }, /* REM_MEM_REG: an fd MAY come, is closed */
 	{ 39, 8, 8, FD_NONE, Q_NONE },	  /* SET_STATUS */
 	{ 40, 0, 0, FD_NONE, Q_NONE },	  /* GET_STATUS */
+	{ 42, 8, 8, FD_ONE, Q_NONE },	  /* SET_DEVICE_STATE_FD: u32 direction, u32 phase */
+	{ 43, 0, 0, FD_NONE, Q_NONE },	  /* CHECK_DEVICE_STATE */
 };
 
 static const struct spec_row *spec_row(uint32_t req)
@@ -90,85 +93,13 @@ static const struct spec_row *spec_row(uint32_t req)
 
 /* ---- helpers ---- */
 
-static void st32(uint8_t *p, uint32_t v)
-{
-	for (unsigned int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void st64(uint8_t *p, uint64_t v)
-{
-	for (unsigned int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t ld(const uint8_t *p, unsigned int n)
-{
-	uint64_t v = 0;
-
-	while (n--)
-		v = v << 8 | p[n];
-	return v;
-}
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void) /* splitmix64 */
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rnd_below(uint64_t n)
-{
-	return n ? rnd() % n : 0;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
-static void stream_pair(int sv[2])
-{
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-}
-
 /* One sendmsg of exactly len bytes (len may be 0 only with fds). */
-static void send_raw(int sock, const void *buf, size_t len, const int *fds, unsigned int nfds)
-{
-	union {
-		char buf[FDPASS_CONTROL_SIZE(64)];
-		struct cmsghdr align;
-	} control;
-	uint8_t dummy = 0;
-	struct iovec iov = { .iov_base = len ? (void *)buf : &dummy, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	ssize_t n;
-
-	assert_true(nfds <= 64);
-	fdpass_attach(&mh, control.buf, fds, nfds);
-	n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	assert_int_equal(n, (ssize_t)len);
-}
-
 /* Header + payload into buf; payload NULL means zeros.  Returns length. */
 static size_t mk(uint8_t *buf, uint32_t req, uint32_t flags, uint32_t size, const void *payload)
 {
-	st32(buf, req);
-	st32(buf + 4, flags);
-	st32(buf + 8, size);
+	ut_st32(buf, req);
+	ut_st32(buf + 4, flags);
+	ut_st32(buf + 8, size);
 	if (payload)
 		memcpy(buf + HDR, payload, size);
 	else
@@ -244,9 +175,9 @@ static int try_msg(const uint8_t *buf, size_t len, unsigned int nfds, unsigned i
 
 	assert_non_null(r);
 	assert_true(nfds <= 16);
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	probes_open(p, wr, nfds);
-	send_raw(sv[0], buf, len, wr, nfds);
+	ut_send_raw(sv[0], buf, len, wr, nfds);
 	ret = read_once(sv[1], r, nq);
 	if (ret == 1) {
 		if (r->msg.nfds != nfds)
@@ -288,16 +219,16 @@ static void test_whole_messages(void **state)
 	int sv[2];
 
 	(void)state;
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	len += mk(buf + len, 1, VERSION, 0, NULL);
-	st64(payload, 0x0123456789abcdefull);
+	ut_st64(payload, 0x0123456789abcdefull);
 	len += mk(buf + len, 2, VERSION | F_NEED_REPLY, 8, payload);
 	for (unsigned int i = 0; i < 40; i++)
 		payload[i] = (uint8_t)(i + 1);
-	st32(payload, 1); /* queue index 1 */
-	st32(payload + 4, 1); /* flags: LOG */
+	ut_st32(payload, 1); /* queue index 1 */
+	ut_st32(payload + 4, 1); /* flags: LOG */
 	len += mk(buf + len, 9, VERSION, 40, payload);
-	send_raw(sv[0], buf, len, NULL, 0);
+	ut_send_raw(sv[0], buf, len, NULL, 0);
 
 	vu_msg_reader_init(&r);
 	assert_int_equal(vu_msg_read(sv[1], &r, 2), 1);
@@ -310,7 +241,7 @@ static void test_whole_messages(void **state)
 	assert_int_equal(r.msg.request, 2);
 	assert_int_equal(r.msg.flags, VERSION | F_NEED_REPLY);
 	assert_int_equal(r.msg.size, 8);
-	assert_int_equal(ld(r.msg.payload, 8), 0x0123456789abcdefull);
+	assert_int_equal(ut_ld(r.msg.payload, 8), 0x0123456789abcdefull);
 
 	assert_int_equal(vu_msg_read(sv[1], &r, 2), 1);
 	assert_int_equal(r.msg.request, 9);
@@ -335,15 +266,15 @@ static void test_dribble(void **state)
 	(void)state;
 	for (unsigned int i = 0; i < 40; i++)
 		payload[i] = (uint8_t)(0xa0 + i);
-	st32(payload, 0);
-	st32(payload + 4, 0);
+	ut_st32(payload, 0);
+	ut_st32(payload + 4, 0);
 	len = mk(buf, 9, VERSION, 40, payload);
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	vu_msg_reader_init(&r);
 	for (size_t i = 0; i < len; i++) {
 		int ret;
 
-		send_raw(sv[0], buf + i, 1, NULL, 0);
+		ut_send_raw(sv[0], buf + i, 1, NULL, 0);
 		ret = vu_msg_read(sv[1], &r, 1);
 		if (i + 1 < len && ret != 0)
 			fail_msg("byte %zu of %zu: vu_msg_read returned %d, want 0", i + 1, len, ret);
@@ -364,7 +295,7 @@ static void test_dribble(void **state)
 		for (size_t i = 0; i < klen; i++) {
 			int ret;
 
-			send_raw(sv[0], kick + i, 1, i == 0 ? &p.wr : NULL, i == 0);
+			ut_send_raw(sv[0], kick + i, 1, i == 0 ? &p.wr : NULL, i == 0);
 			ret = vu_msg_read(sv[1], &r, 1);
 			assert_int_equal(ret, i + 1 == klen ? 1 : 0);
 		}
@@ -389,10 +320,10 @@ static void test_fds_with_header(void **state)
 
 	(void)state;
 	/* SET_VRING_CALL, queue 0, one eventfd-like fd: it must be usable. */
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	probes_open(p, wr, 1);
 	len = mk(buf, 13, VERSION, 8, NULL);
-	send_raw(sv[0], buf, len, wr, 1);
+	ut_send_raw(sv[0], buf, len, wr, 1);
 	vu_msg_reader_init(&r);
 	assert_int_equal(vu_msg_read(sv[1], &r, 1), 1);
 	assert_int_equal(r.msg.nfds, 1);
@@ -420,8 +351,8 @@ static void test_fds_with_header(void **state)
 	/* SET_MEM_TABLE with 8 regions and 8 fds: the maximum is fine. */
 	probes_open(p, wr, 8);
 	len = mk(buf, 5, VERSION, 8 + 32 * 8, NULL);
-	st32(buf + HDR, 8);
-	send_raw(sv[0], buf, len, wr, 8);
+	ut_st32(buf + HDR, 8);
+	ut_send_raw(sv[0], buf, len, wr, 8);
 	assert_int_equal(vu_msg_read(sv[1], &r, 1), 1);
 	assert_int_equal(r.msg.nfds, 8);
 	for (unsigned int i = 0; i < 8; i++)
@@ -442,13 +373,13 @@ static void test_too_many_fds(void **state)
 	size_t len;
 
 	(void)state;
-	before = count_fds();
+	before = ut_count_fds();
 	/* Nine fds in one go, on a request that takes fds. */
 	len = mk(buf, 5, VERSION, 8 + 32 * 8, NULL);
-	st32(buf + HDR, 8);
-	stream_pair(sv);
+	ut_st32(buf + HDR, 8);
+	ut_stream_pair(sv);
 	probes_open(p, wr, 9);
-	send_raw(sv[0], buf, len, wr, 9);
+	ut_send_raw(sv[0], buf, len, wr, 9);
 	ret = read_once(sv[1], &r, 1);
 	if (ret >= 0)
 		fail_msg("9 fds: vu_msg_read returned %d", ret);
@@ -457,10 +388,10 @@ static void test_too_many_fds(void **state)
 	assert_probes_closed(p, 9, "9 fds at once");
 
 	/* Twelve, split: 6 with the header, 6 with the payload. */
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	probes_open(p, wr, 12);
-	send_raw(sv[0], buf, HDR, wr, 6);
-	send_raw(sv[0], buf + HDR, len - HDR, wr + 6, 6);
+	ut_send_raw(sv[0], buf, HDR, wr, 6);
+	ut_send_raw(sv[0], buf + HDR, len - HDR, wr + 6, 6);
 	ret = read_once(sv[1], &r, 1);
 	if (ret >= 0)
 		fail_msg("6+6 fds: vu_msg_read returned %d", ret);
@@ -469,17 +400,17 @@ static void test_too_many_fds(void **state)
 	assert_probes_closed(p, 12, "6+6 fds");
 
 	/* Five and four: nine in all, each batch alone within the limit. */
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	probes_open(p, wr, 9);
-	send_raw(sv[0], buf, HDR, wr, 5);
-	send_raw(sv[0], buf + HDR, len - HDR, wr + 5, 4);
+	ut_send_raw(sv[0], buf, HDR, wr, 5);
+	ut_send_raw(sv[0], buf + HDR, len - HDR, wr + 5, 4);
 	ret = read_once(sv[1], &r, 1);
 	if (ret >= 0)
 		fail_msg("5+4 fds: vu_msg_read returned %d", ret);
 	close(sv[0]);
 	close(sv[1]);
 	assert_probes_closed(p, 9, "5+4 fds");
-	assert_int_equal(count_fds(), before);
+	assert_int_equal(ut_count_fds(), before);
 }
 
 static void test_fds_not_taken(void **state)
@@ -500,7 +431,7 @@ static void test_fds_not_taken(void **state)
 	expect_reject(buf, len, 1, 1, "GET_INFLIGHT_FD + fd");
 	/* KICK with the NOFD bit says no fd comes: one that does is a lie. */
 	len = mk(buf, 12, VERSION, 8, NULL);
-	st64(buf + HDR, NOFD);
+	ut_st64(buf + HDR, NOFD);
 	expect_reject(buf, len, 1, 1, "KICK NOFD + fd");
 	/* One-fd requests with two. */
 	len = mk(buf, 13, VERSION, 8, NULL);
@@ -534,7 +465,7 @@ static void test_fds_missing(void **state)
 		len = mk(buf, req, VERSION, 8, NULL);
 		expect_reject(buf, len, 0, 1, "KICK/CALL/ERR without NOFD, no fd");
 		expect_ok(buf, len, 1, 1, "KICK/CALL/ERR with fd");
-		st64(buf + HDR, NOFD);
+		ut_st64(buf + HDR, NOFD);
 		expect_ok(buf, len, 0, 1, "KICK/CALL/ERR NOFD, no fd");
 	}
 }
@@ -553,16 +484,16 @@ static void test_fds_taken_do_not_carry_over(void **state)
 	size_t len;
 
 	(void)state;
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	probe_open(&p);
 	vu_msg_reader_init(&r);
 	len = mk(buf, 13, VERSION, 8, NULL); /* SET_VRING_CALL + fd */
-	send_raw(sv[0], buf, len, &p.wr, 1);
+	ut_send_raw(sv[0], buf, len, &p.wr, 1);
 	assert_int_equal(vu_msg_read(sv[1], &r, 1), 1);
 	fd = vu_msg_take_fd(&r.msg, 0);
 	assert_true(fd >= 0);
 	len = mk(buf, 1, VERSION, 0, NULL); /* GET_FEATURES, no fd */
-	send_raw(sv[0], buf, len, NULL, 0);
+	ut_send_raw(sv[0], buf, len, NULL, 0);
 	assert_int_equal(vu_msg_read(sv[1], &r, 1), 1);
 	assert_int_equal(r.msg.nfds, 0);
 	close(fd);
@@ -588,7 +519,7 @@ static void test_unknown_requests(void **state)
 		expect_reject(buf, len, 0, 1, what);
 		expect_reject(buf, len, 1, 1, what);
 		/* A huge size must not make the reader wait for the payload. */
-		st32(buf + 8, 0xffffffffu);
+		ut_st32(buf + 8, 0xffffffffu);
 		expect_reject(buf, HDR, 0, 1, what);
 		len = mk(buf, codes[i], VERSION, 8, NULL);
 		expect_reject(buf, len, 0, 1, what);
@@ -634,7 +565,7 @@ static size_t mk_valid_sized(uint8_t *buf, const struct spec_row *row, uint32_t 
 		*ret_nfds = 0; /* mem table: nregions 0 */
 	}
 	if ((row->req == 24 || row->req == 25) && size >= 12)
-		st32(buf + HDR + 4, size - 12); /* config: consistent size */
+		ut_st32(buf + HDR + 4, size - 12); /* config: consistent size */
 	return len;
 }
 
@@ -666,7 +597,7 @@ static void test_payload_sizes(void **state)
 		expect_reject(buf, len, nfds, 1, what);
 		/* A size far beyond anything: rejected from the header alone. */
 		mk(buf, row->req, VERSION, 0, NULL);
-		st32(buf + 8, 0x7fffffffu);
+		ut_st32(buf + 8, 0x7fffffffu);
 		snprintf(what, sizeof(what), "request %u size 0x7fffffff", row->req);
 		expect_reject(buf, HDR, 0, 1, what);
 	}
@@ -686,41 +617,41 @@ static void test_queue_index(void **state)
 
 		len = mk(buf, row->req, VERSION, row->min, NULL);
 		for (uint32_t q = 0; q < 2; q++) {
-			st32(buf + HDR, q);
+			ut_st32(buf + HDR, q);
 			snprintf(what, sizeof(what), "request %u queue %u of 2", row->req, q);
 			expect_ok(buf, len, 0, 2, what);
 		}
 		for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
-			st32(buf + HDR, bad[j]);
+			ut_st32(buf + HDR, bad[j]);
 			snprintf(what, sizeof(what), "request %u queue %u of 2", row->req, bad[j]);
 			expect_reject(buf, len, 0, 2, what);
 		}
 		/* 256 queues: 255 is the last one. */
-		st32(buf + HDR, 255);
+		ut_st32(buf + HDR, 255);
 		expect_ok(buf, len, 0, 256, "queue 255 of 256");
-		st32(buf + HDR, 256);
+		ut_st32(buf + HDR, 256);
 		expect_reject(buf, len, 0, 256, "queue 256 of 256");
 	}
 	for (uint32_t req = 12; req <= 14; req++) {
 		len = mk(buf, req, VERSION, 8, NULL);
-		st64(buf + HDR, 1);
+		ut_st64(buf + HDR, 1);
 		expect_ok(buf, len, 1, 2, "vring fd queue 1 of 2");
-		st64(buf + HDR, 1 | NOFD);
+		ut_st64(buf + HDR, 1 | NOFD);
 		expect_ok(buf, len, 0, 2, "vring fd queue 1 of 2, NOFD");
-		st64(buf + HDR, 2);
+		ut_st64(buf + HDR, 2);
 		expect_reject(buf, len, 1, 2, "vring fd queue 2 of 2");
-		st64(buf + HDR, 2 | NOFD);
+		ut_st64(buf + HDR, 2 | NOFD);
 		expect_reject(buf, len, 0, 2, "vring fd queue 2 of 2, NOFD");
-		st64(buf + HDR, 0xff | NOFD);
+		ut_st64(buf + HDR, 0xff | NOFD);
 		expect_reject(buf, len, 0, 2, "vring fd queue 255 of 2, NOFD");
 		expect_ok(buf, len, 0, 256, "vring fd queue 255 of 256, NOFD");
-		st64(buf + HDR, 0xff);
+		ut_st64(buf + HDR, 0xff);
 		expect_reject(buf, len, 1, 2, "vring fd queue 255 of 2");
 		expect_ok(buf, len, 1, 256, "vring fd queue 255 of 256");
 		/* The NOFD bit decides the fd count, not the index byte. */
-		st64(buf + HDR, 1 | NOFD);
+		ut_st64(buf + HDR, 1 | NOFD);
 		expect_reject(buf, len, 1, 2, "vring fd NOFD with fd");
-		st64(buf + HDR, 1);
+		ut_st64(buf + HDR, 1);
 		expect_reject(buf, len, 0, 2, "vring fd without NOFD, no fd");
 	}
 }
@@ -737,10 +668,10 @@ static void test_eof(void **state)
 	(void)state;
 	/* Mid-header, with an fd already received. */
 	mk(buf, 5, VERSION, 8 + 32, NULL);
-	st32(buf + HDR, 1);
-	stream_pair(sv);
+	ut_st32(buf + HDR, 1);
+	ut_stream_pair(sv);
 	probes_open(p, wr, 1);
-	send_raw(sv[0], buf, 5, wr, 1);
+	ut_send_raw(sv[0], buf, 5, wr, 1);
 	vu_msg_reader_init(&r);
 	assert_int_equal(vu_msg_read(sv[1], &r, 1), 0);
 	close(sv[0]);
@@ -749,9 +680,9 @@ static void test_eof(void **state)
 	assert_probes_closed(p, 1, "EOF mid-header");
 
 	/* Mid-payload, fds with the header. */
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	probes_open(p, wr, 1);
-	send_raw(sv[0], buf, HDR + 3, wr, 1);
+	ut_send_raw(sv[0], buf, HDR + 3, wr, 1);
 	vu_msg_reader_init(&r);
 	assert_int_equal(vu_msg_read(sv[1], &r, 1), 0);
 	shutdown(sv[0], SHUT_WR);
@@ -762,25 +693,25 @@ static void test_eof(void **state)
 
 	/* Mid-payload, on a vring message (fd with the header), one shot. */
 	mk(buf, 13, VERSION, 8, NULL);
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	probes_open(p, wr, 1);
-	send_raw(sv[0], buf, HDR + 7, wr, 1);
+	ut_send_raw(sv[0], buf, HDR + 7, wr, 1);
 	close(sv[0]);
 	assert_int_equal(read_once(sv[1], &r, 1), -ECONNRESET);
 	close(sv[1]);
 	assert_probes_closed(p, 1, "EOF mid-payload, one read");
 
 	/* Right after the header (size 8, nothing of it yet). */
-	stream_pair(sv);
-	send_raw(sv[0], buf, HDR, NULL, 0);
+	ut_stream_pair(sv);
+	ut_send_raw(sv[0], buf, HDR, NULL, 0);
 	close(sv[0]);
 	assert_int_equal(read_once(sv[1], &r, 1), -ECONNRESET);
 	close(sv[1]);
 
 	/* A reset reader holding fds closes them. */
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	probes_open(p, wr, 2);
-	send_raw(sv[0], buf, 4, wr, 2);
+	ut_send_raw(sv[0], buf, 4, wr, 2);
 	assert_int_equal(read_once(sv[1], &r, 1), 0);
 	vu_msg_reader_reset(&r);
 	close(sv[0]);
@@ -806,10 +737,10 @@ static struct vu_msg *msg_new(uint32_t req, uint32_t size, unsigned int nfds)
 
 static void put_region(uint8_t *p, uint64_t gpa, uint64_t size, uint64_t uva, uint64_t off)
 {
-	st64(p, gpa);
-	st64(p + 8, size);
-	st64(p + 16, uva);
-	st64(p + 24, off);
+	ut_st64(p, gpa);
+	ut_st64(p + 8, size);
+	ut_st64(p + 16, uva);
+	ut_st64(p + 24, off);
 }
 
 static void test_decode_mem_table(void **state)
@@ -820,7 +751,7 @@ static void test_decode_mem_table(void **state)
 	for (uint32_t n = 0; n <= 8; n++) {
 		struct vu_msg *m = msg_new(5, 8 + 32 * n, n);
 
-		st32(m->payload, n);
+		ut_st32(m->payload, n);
 		for (uint32_t i = 0; i < n; i++)
 			put_region(m->payload + 8 + 32 * i, 0x100000ull * (i + 1), 0x1000 * (i + 1),
 				   0x7f0000000000ull + i, 0x10 * i);
@@ -854,13 +785,13 @@ static void test_decode_mem_table(void **state)
 	{
 		struct vu_msg *m = msg_new(5, 8 + 32 * 8, 8);
 
-		st32(m->payload, 9);
+		ut_st32(m->payload, 9);
 		assert_true(vu_decode_mem_table(m, &t) < 0);
-		st32(m->payload, 0xffffffffu);
+		ut_st32(m->payload, 0xffffffffu);
 		assert_true(vu_decode_mem_table(m, &t) < 0);
 		m->size = 7;
 		m->nfds = 0;
-		st32(m->payload, 0);
+		ut_st32(m->payload, 0);
 		assert_true(vu_decode_mem_table(m, &t) < 0);
 		free(m);
 	}
@@ -872,7 +803,7 @@ static void test_decode_mem_reg(void **state)
 	struct vu_mem_desc d;
 
 	(void)state;
-	st64(m->payload, 0xdeadbeefull); /* padding */
+	ut_st64(m->payload, 0xdeadbeefull); /* padding */
 	put_region(m->payload + 8, 0x1000, 0x2000, 0x3000, 0x4000);
 	assert_int_equal(vu_decode_mem_reg(m, &d), 0);
 	assert_int_equal(d.guest_addr, 0x1000);
@@ -891,9 +822,9 @@ static void test_decode_config(void **state)
 
 	(void)state;
 	/* offset 8, size 4, payload exactly 12 + 4. */
-	st32(m->payload, 8);
-	st32(m->payload + 4, 4);
-	st32(m->payload + 8, 0);
+	ut_st32(m->payload, 8);
+	ut_st32(m->payload + 4, 4);
+	ut_st32(m->payload + 8, 0);
 	memcpy(m->payload + 12, "abcd", 4);
 	m->size = 16;
 	assert_int_equal(vu_decode_config(m, &c), 0);
@@ -911,27 +842,27 @@ static void test_decode_config(void **state)
 	m->size = 11;
 	assert_true(vu_decode_config(m, &c) < 0);
 	/* offset + size past 256, and wrapping in 32 bits. */
-	st32(m->payload, 253);
+	ut_st32(m->payload, 253);
 	m->size = 16;
 	assert_true(vu_decode_config(m, &c) < 0);
-	st32(m->payload, 252);
+	ut_st32(m->payload, 252);
 	assert_int_equal(vu_decode_config(m, &c), 0);
-	st32(m->payload, 0xfffffffeu);
+	ut_st32(m->payload, 0xfffffffeu);
 	assert_true(vu_decode_config(m, &c) < 0);
-	st32(m->payload, 256);
+	ut_st32(m->payload, 256);
 	assert_true(vu_decode_config(m, &c) < 0);
 	/* The whole space. */
-	st32(m->payload, 0);
-	st32(m->payload + 4, 256);
+	ut_st32(m->payload, 0);
+	ut_st32(m->payload + 4, 256);
 	m->size = 12 + 256;
 	assert_int_equal(vu_decode_config(m, &c), 0);
-	st32(m->payload, 1);
+	ut_st32(m->payload, 1);
 	assert_true(vu_decode_config(m, &c) < 0);
 	/* A size field beyond the config space, payload at its maximum. */
-	st32(m->payload, 0);
-	st32(m->payload + 4, 257);
+	ut_st32(m->payload, 0);
+	ut_st32(m->payload + 4, 257);
 	assert_true(vu_decode_config(m, &c) < 0);
-	st32(m->payload + 4, 0xfffffff4u); /* 12 + size wraps to 0 in u32 */
+	ut_st32(m->payload + 4, 0xfffffff4u); /* 12 + size wraps to 0 in u32 */
 	m->size = 0;
 	assert_true(vu_decode_config(m, &c) < 0);
 	m->size = 12;
@@ -945,12 +876,12 @@ static void test_decode_vring_addr(void **state)
 	struct vu_vring_addr a;
 
 	(void)state;
-	st32(m->payload, 1);
-	st32(m->payload + 4, 0);
-	st64(m->payload + 8, 0x1000);  /* desc */
-	st64(m->payload + 16, 0x2000); /* used */
-	st64(m->payload + 24, 0x3000); /* avail */
-	st64(m->payload + 32, 0x4000); /* log */
+	ut_st32(m->payload, 1);
+	ut_st32(m->payload + 4, 0);
+	ut_st64(m->payload + 8, 0x1000);  /* desc */
+	ut_st64(m->payload + 16, 0x2000); /* used */
+	ut_st64(m->payload + 24, 0x3000); /* avail */
+	ut_st64(m->payload + 32, 0x4000); /* log */
 	assert_int_equal(vu_decode_vring_addr(m, &a), 0);
 	assert_int_equal(a.index, 1);
 	assert_int_equal(a.flags, 0);
@@ -958,15 +889,15 @@ static void test_decode_vring_addr(void **state)
 	assert_int_equal(a.used_user_addr, 0x2000);
 	assert_int_equal(a.avail_user_addr, 0x3000);
 	assert_int_equal(a.log_guest_addr, 0x4000);
-	st32(m->payload + 4, 1); /* VHOST_VRING_F_LOG */
+	ut_st32(m->payload + 4, 1); /* VHOST_VRING_F_LOG */
 	assert_int_equal(vu_decode_vring_addr(m, &a), 0);
 	assert_int_equal(a.flags, 1);
 	for (unsigned int bit = 1; bit < 32; bit++) {
-		st32(m->payload + 4, 1u << bit);
+		ut_st32(m->payload + 4, 1u << bit);
 		if (vu_decode_vring_addr(m, &a) >= 0)
 			fail_msg("vring addr flag bit %u accepted", bit);
 	}
-	st32(m->payload + 4, 0);
+	ut_st32(m->payload + 4, 0);
 	m->size = 39;
 	assert_true(vu_decode_vring_addr(m, &a) < 0);
 	free(m);
@@ -979,21 +910,21 @@ static void test_decode_vring_fd(void **state)
 	bool has_fd;
 
 	(void)state;
-	st64(m->payload, 0xff | NOFD);
+	ut_st64(m->payload, 0xff | NOFD);
 	assert_int_equal(vu_decode_vring_fd(m, &index, &has_fd), 0);
 	assert_int_equal(index, 255);
 	assert_false(has_fd);
-	st64(m->payload, 3);
+	ut_st64(m->payload, 3);
 	assert_int_equal(vu_decode_vring_fd(m, &index, &has_fd), 0);
 	assert_int_equal(index, 3);
 	assert_true(has_fd);
 	for (unsigned int bit = 9; bit < 64; bit++) {
-		st64(m->payload, 1ull << bit);
+		ut_st64(m->payload, 1ull << bit);
 		if (vu_decode_vring_fd(m, &index, &has_fd) >= 0)
 			fail_msg("vring fd bit %u accepted", bit);
 	}
 	m->size = 7;
-	st64(m->payload, 0);
+	ut_st64(m->payload, 0);
 	assert_true(vu_decode_vring_fd(m, &index, &has_fd) < 0);
 	free(m);
 }
@@ -1008,11 +939,11 @@ static void test_decode_small(void **state)
 
 	(void)state;
 	m->size = 8;
-	st64(m->payload, 0x1122334455667788ull);
+	ut_st64(m->payload, 0x1122334455667788ull);
 	assert_int_equal(vu_decode_u64(m, &v), 0);
 	assert_int_equal(v, 0x1122334455667788ull);
-	st32(m->payload, 7);
-	st32(m->payload + 4, 0x8000);
+	ut_st32(m->payload, 7);
+	ut_st32(m->payload + 4, 0x8000);
 	assert_int_equal(vu_decode_vring_state(m, &s), 0);
 	assert_int_equal(s.index, 7);
 	assert_int_equal(s.num, 0x8000);
@@ -1021,8 +952,8 @@ static void test_decode_small(void **state)
 	assert_true(vu_decode_vring_state(m, &s) < 0);
 
 	m->size = 16;
-	st64(m->payload, 4096);
-	st64(m->payload + 8, 512);
+	ut_st64(m->payload, 4096);
+	ut_st64(m->payload + 8, 512);
 	assert_int_equal(vu_decode_log_area(m, &log), 0);
 	assert_int_equal(log.mmap_size, 4096);
 	assert_int_equal(log.mmap_offset, 512);
@@ -1030,8 +961,8 @@ static void test_decode_small(void **state)
 	assert_true(vu_decode_log_area(m, &log) < 0);
 
 	m->size = 24;
-	st64(m->payload, 0x3000);
-	st64(m->payload + 8, 0x40);
+	ut_st64(m->payload, 0x3000);
+	ut_st64(m->payload + 8, 0x40);
 	m->payload[16] = 2;
 	m->payload[17] = 0;
 	m->payload[18] = 0x00;
@@ -1053,16 +984,16 @@ static void test_reply_encoding(void **state)
 	int sv[2];
 
 	(void)state;
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	vu_msg_reader_init(&r);
 	r.msg.request = 1;
 	r.msg.flags = VERSION;
 	assert_int_equal(vu_msg_send_reply_u64(sv[1], &r.msg, 0xabcdef0123456789ull), 0);
 	assert_int_equal(recv(sv[0], buf, sizeof(buf), MSG_DONTWAIT), HDR + 8);
-	assert_int_equal(ld(buf, 4), 1);
-	assert_int_equal(ld(buf + 4, 4), VERSION | F_REPLY);
-	assert_int_equal(ld(buf + 8, 4), 8);
-	assert_int_equal(ld(buf + HDR, 8), 0xabcdef0123456789ull);
+	assert_int_equal(ut_ld(buf, 4), 1);
+	assert_int_equal(ut_ld(buf + 4, 4), VERSION | F_REPLY);
+	assert_int_equal(ut_ld(buf + 8, 4), 8);
+	assert_int_equal(ut_ld(buf + HDR, 8), 0xabcdef0123456789ull);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -1095,7 +1026,7 @@ static void check_accepted(const struct vu_msg *m, unsigned int nq, unsigned int
 		want_fds = m->nfds <= 1 ? m->nfds : 99;
 		break;
 	case FD_VRING:
-		want_fds = (ld(m->payload, 8) & NOFD) ? 0 : 1;
+		want_fds = (ut_ld(m->payload, 8) & NOFD) ? 0 : 1;
 		break;
 	case FD_MEM:
 		want_fds = m->nfds <= 8 ? m->nfds : 99;
@@ -1103,23 +1034,23 @@ static void check_accepted(const struct vu_msg *m, unsigned int nq, unsigned int
 	}
 	if (m->nfds != want_fds || m->nfds > sent_max)
 		fail_msg("request %u: %u fds accepted", m->request, m->nfds);
-	if (row->q == Q_STATE && ld(m->payload, 4) >= nq)
+	if (row->q == Q_STATE && ut_ld(m->payload, 4) >= nq)
 		fail_msg("request %u: queue %u of %u accepted", m->request,
-			 (unsigned int)ld(m->payload, 4), nq);
-	if (row->q == Q_U64 && (ld(m->payload, 8) & 0xff) >= nq)
+			 (unsigned int)ut_ld(m->payload, 4), nq);
+	if (row->q == Q_U64 && (ut_ld(m->payload, 8) & 0xff) >= nq)
 		fail_msg("request %u: queue %u of %u accepted", m->request,
-			 (unsigned int)(ld(m->payload, 8) & 0xff), nq);
+			 (unsigned int)(ut_ld(m->payload, 8) & 0xff), nq);
 }
 
 static uint32_t fuzz_request(void)
 {
-	switch (rnd_below(8)) {
+	switch (ut_rnd_below(8)) {
 	case 0:
-		return (uint32_t)rnd();
+		return (uint32_t)ut_rnd();
 	case 1:
-		return (uint32_t)rnd_below(64);
+		return (uint32_t)ut_rnd_below(64);
 	default:
-		return spec[rnd_below(sizeof(spec) / sizeof(spec[0]))].req;
+		return spec[ut_rnd_below(sizeof(spec) / sizeof(spec[0]))].req;
 	}
 }
 
@@ -1127,15 +1058,15 @@ static uint32_t fuzz_size(uint32_t req)
 {
 	const struct spec_row *row = spec_row(req);
 
-	switch (rnd_below(6)) {
+	switch (ut_rnd_below(6)) {
 	case 0:
-		return (uint32_t)rnd_below(300);
+		return (uint32_t)ut_rnd_below(300);
 	case 1:
-		return (uint32_t)rnd();
+		return (uint32_t)ut_rnd();
 	default:
 		if (!row)
-			return (uint32_t)rnd_below(16);
-		return row->min + (uint32_t)rnd_below(row->max - row->min + 2) - (rnd_below(4) == 0);
+			return (uint32_t)ut_rnd_below(16);
+		return row->min + (uint32_t)ut_rnd_below(row->max - row->min + 2) - (ut_rnd_below(4) == 0);
 	}
 }
 
@@ -1148,52 +1079,52 @@ static void test_fuzz(void **state)
 
 	(void)state;
 	assert_non_null(r);
-	rng_state = FUZZ_SEED;
-	before = count_fds();
+	ut_rnd_seed(FUZZ_SEED);
+	before = ut_count_fds();
 	probe_open(&p);
-	stream_pair(sv);
+	ut_stream_pair(sv);
 	vu_msg_reader_init(r);
 	for (unsigned int it = 0; it < FUZZ_ITERATIONS; it++) {
 		uint8_t buf[HDR + 400];
 		uint32_t req = fuzz_request(), size = fuzz_size(req);
-		uint32_t body = size <= 300 ? size : (uint32_t)rnd_below(300);
-		unsigned int nfds = rnd_below(3) ? 0 : (unsigned int)rnd_below(12);
+		uint32_t body = size <= 300 ? size : (uint32_t)ut_rnd_below(300);
+		unsigned int nfds = ut_rnd_below(3) ? 0 : (unsigned int)ut_rnd_below(12);
 		size_t len, sent = 0;
 		int ret;
 
-		st32(buf, req);
-		st32(buf + 4, rnd_below(8) ? VERSION | (rnd_below(4) ? 0 : F_NEED_REPLY)
-					     : (uint32_t)rnd());
-		st32(buf + 8, size);
+		ut_st32(buf, req);
+		ut_st32(buf + 4, ut_rnd_below(8) ? VERSION | (ut_rnd_below(4) ? 0 : F_NEED_REPLY)
+					     : (uint32_t)ut_rnd());
+		ut_st32(buf + 8, size);
 		for (uint32_t i = 0; i < body; i++)
-			buf[HDR + i] = (uint8_t)(rnd_below(3) ? 0 : rnd());
-		if (body >= 8 && rnd_below(2))
-			st64(buf + HDR, rnd_below(4) ? rnd_below(4) : rnd_below(2) ? NOFD : rnd());
+			buf[HDR + i] = (uint8_t)(ut_rnd_below(3) ? 0 : ut_rnd());
+		if (body >= 8 && ut_rnd_below(2))
+			ut_st64(buf + HDR, ut_rnd_below(4) ? ut_rnd_below(4) : ut_rnd_below(2) ? NOFD : ut_rnd());
 		len = HDR + body;
-		if (rnd_below(16) == 0)
-			len = (size_t)rnd_below(len + 1); /* truncated, the stream desyncs */
+		if (ut_rnd_below(16) == 0)
+			len = (size_t)ut_rnd_below(len + 1); /* truncated, the stream desyncs */
 		for (unsigned int i = 0; i < nfds; i++)
 			fds[i] = p.wr;
 		/* In one to three pieces, fds on a random piece. */
 		{
-			unsigned int pieces = 1 + (unsigned int)rnd_below(3), fd_piece = 0;
+			unsigned int pieces = 1 + (unsigned int)ut_rnd_below(3), fd_piece = 0;
 
 			if (len == 0)
 				pieces = 1;
-			fd_piece = (unsigned int)rnd_below(pieces);
+			fd_piece = (unsigned int)ut_rnd_below(pieces);
 			for (unsigned int k = 0; k < pieces; k++) {
 				size_t chunk = k + 1 == pieces ? len - sent
-							       : (size_t)rnd_below(len - sent + 1);
+							       : (size_t)ut_rnd_below(len - sent + 1);
 
 				if (chunk == 0)
 					continue; /* fds on an empty send are dropped by the kernel */
-				send_raw(sv[0], buf + sent, chunk, k == fd_piece ? fds : NULL,
+				ut_send_raw(sv[0], buf + sent, chunk, k == fd_piece ? fds : NULL,
 					 k == fd_piece ? nfds : 0);
 				sent += chunk;
 			}
 		}
-		if (rnd_below(64) == 0)
-			nq = 1 + (unsigned int)rnd_below(256);
+		if (ut_rnd_below(64) == 0)
+			nq = 1 + (unsigned int)ut_rnd_below(256);
 		for (;;) {
 			ret = vu_msg_read(sv[1], r, nq);
 			if (ret != 1)
@@ -1206,7 +1137,7 @@ static void test_fuzz(void **state)
 			rejected++;
 			close(sv[0]);
 			close(sv[1]);
-			stream_pair(sv);
+			ut_stream_pair(sv);
 			vu_msg_reader_init(r);
 		}
 	}
@@ -1226,7 +1157,7 @@ static void test_fuzz(void **state)
 	assert_true(rejected >= 1000);
 	if (!probe_closed(&p))
 		fail_msg("fuzz: a received fd leaked");
-	assert_int_equal(count_fds(), before);
+	assert_int_equal(ut_count_fds(), before);
 }
 
 int main(void)

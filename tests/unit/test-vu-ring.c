@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "vu-internal.h"
+#include "unit-common.h"
 
 /* virtio 1.2, 2.7.5 and 2.7.6 */
 #define T_DESC_NEXT 1u
@@ -61,55 +62,6 @@
 #define PAGE 4096ull
 
 /* ---- little-endian access to guest memory ---- */
-
-static void st16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void st32(uint8_t *p, uint32_t v)
-{
-	for (unsigned int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void st64(uint8_t *p, uint64_t v)
-{
-	for (unsigned int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t ld(const uint8_t *p, unsigned int n)
-{
-	uint64_t v = 0;
-
-	while (n--)
-		v = v << 8 | p[n];
-	return v;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
-static int make_memfd(uint64_t size)
-{
-	int fd = memfd_create("test-vu-ring", MFD_CLOEXEC);
-
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, (off_t)size), 0);
-	return fd;
-}
 
 /* ---- the fixture: a device, its guest memory, queue 0 ---- */
 
@@ -168,11 +120,11 @@ static int fx_setup(void **state)
 	struct vu_mem_desc b = { RB_GPA, RB_SIZE, RB_UVA, RB_OFF };
 
 	assert_non_null(f);
-	f->fds_before = count_fds();
+	f->fds_before = ut_count_fds();
 	f->map_len[0] = RA_SIZE;
 	f->map_len[1] = RB_OFF + RB_SIZE;
 	for (int i = 0; i < 2; i++) {
-		f->memfd[i] = make_memfd(f->map_len[i]);
+		f->memfd[i] = ut_memfd("test-vu-ring", f->map_len[i]);
 		f->map[i] = mmap(NULL, f->map_len[i], PROT_READ | PROT_WRITE, MAP_SHARED,
 				 f->memfd[i], 0);
 		assert_true(f->map[i] != MAP_FAILED);
@@ -203,8 +155,8 @@ static int fx_teardown(void **state)
 		munmap(f->map[i], f->map_len[i]);
 		close(f->memfd[i]);
 	}
-	if (count_fds() != f->fds_before)
-		fail_msg("%d fds open after the test, %d before", count_fds(), f->fds_before);
+	if (ut_count_fds() != f->fds_before)
+		fail_msg("%d fds open after the test, %d before", ut_count_fds(), f->fds_before);
 	free(f);
 	return 0;
 }
@@ -231,8 +183,8 @@ static void fx_queue(struct fx *f, uint32_t num, uint64_t features, uint16_t bas
 	f->dev->features = features;
 	f->num = num;
 	f->avail_idx = base;
-	st16(gp(f, AVAIL_GPA + 2), base);
-	st16(gp(f, USED_GPA + 2), base);
+	ut_st16(gp(f, AVAIL_GPA + 2), base);
+	ut_st16(gp(f, USED_GPA + 2), base);
 	vq->num = num;
 	vq->addr = (struct vu_vring_addr){
 		.index = 0,
@@ -255,10 +207,10 @@ static void set_desc_at(struct fx *f, uint64_t table, uint32_t i, uint64_t addr,
 {
 	uint8_t *p = gp(f, table + 16ull * i);
 
-	st64(p, addr);
-	st32(p + 8, len);
-	st16(p + 12, flags);
-	st16(p + 14, next);
+	ut_st64(p, addr);
+	ut_st32(p + 8, len);
+	ut_st16(p + 12, flags);
+	ut_st16(p + 14, next);
 }
 
 static void set_desc(struct fx *f, uint32_t i, uint64_t addr, uint32_t len, uint16_t flags,
@@ -269,23 +221,23 @@ static void set_desc(struct fx *f, uint32_t i, uint64_t addr, uint32_t len, uint
 
 static void avail_add(struct fx *f, uint16_t head)
 {
-	st16(gp(f, AVAIL_GPA + 4 + 2ull * (f->avail_idx % f->num)), head);
+	ut_st16(gp(f, AVAIL_GPA + 4 + 2ull * (f->avail_idx % f->num)), head);
 	f->avail_idx++;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	st16(gp(f, AVAIL_GPA + 2), f->avail_idx);
+	ut_st16(gp(f, AVAIL_GPA + 2), f->avail_idx);
 }
 
 static uint16_t used_idx(struct fx *f)
 {
-	return (uint16_t)ld(gp(f, USED_GPA + 2), 2);
+	return (uint16_t)ut_ld(gp(f, USED_GPA + 2), 2);
 }
 
 static void used_elem(struct fx *f, uint32_t slot, uint32_t *id, uint32_t *len)
 {
 	uint8_t *p = gp(f, USED_GPA + 4 + 8ull * slot);
 
-	*id = (uint32_t)ld(p, 4);
-	*len = (uint32_t)ld(p + 4, 4);
+	*id = (uint32_t)ut_ld(p, 4);
+	*len = (uint32_t)ut_ld(p + 4, 4);
 }
 
 static void assert_used(struct fx *f, uint16_t at, uint32_t want_id, uint32_t want_len)
@@ -461,9 +413,9 @@ static void test_avail_jump_exactly_num(void **state)
 	fx_queue(f, 8, T_BASE_FEATURES, 0);
 	for (uint16_t h = 0; h < 8; h++) {
 		set_desc(f, h, BUF_GPA + 0x10 * h, 16, T_DESC_WRITE, 0);
-		st16(gp(f, AVAIL_GPA + 4 + 2ull * h), h);
+		ut_st16(gp(f, AVAIL_GPA + 4 + 2ull * h), h);
 	}
-	st16(gp(f, AVAIL_GPA + 2), 8);
+	ut_st16(gp(f, AVAIL_GPA + 2), 8);
 	for (uint16_t h = 0; h < 8; h++) {
 		struct vq_elem *e = pop_ok(f);
 
@@ -736,13 +688,13 @@ static void bad_avail_jump(struct fx *f)
 {
 	for (uint16_t h = 0; h < 8; h++)
 		set_desc(f, h, BUF_GPA, 16, T_DESC_WRITE, 0);
-	st16(gp(f, AVAIL_GPA + 2), 9); /* num + 1 ahead of last_avail_idx 0 */
+	ut_st16(gp(f, AVAIL_GPA + 2), 9); /* num + 1 ahead of last_avail_idx 0 */
 }
 
 static void bad_avail_backwards(struct fx *f)
 {
 	set_desc(f, 0, BUF_GPA, 16, T_DESC_WRITE, 0);
-	st16(gp(f, AVAIL_GPA + 2), 0xffff); /* "one behind": 65535 ahead */
+	ut_st16(gp(f, AVAIL_GPA + 2), 0xffff); /* "one behind": 65535 ahead */
 }
 
 static void bad_head_is_num(struct fx *f)
@@ -843,12 +795,12 @@ static void test_restart_after_break(void **state)
 
 static void set_used_event(struct fx *f, uint16_t v)
 {
-	st16(gp(f, AVAIL_GPA + 4 + 2ull * f->num), v);
+	ut_st16(gp(f, AVAIL_GPA + 4 + 2ull * f->num), v);
 }
 
 static uint16_t avail_event(struct fx *f)
 {
-	return (uint16_t)ld(gp(f, USED_GPA + 4 + 8ull * f->num), 2);
+	return (uint16_t)ut_ld(gp(f, USED_GPA + 4 + 8ull * f->num), 2);
 }
 
 static void complete(struct fx *f, unsigned int n)
@@ -905,7 +857,7 @@ static void test_event_idx(void **state)
 				 steps[i].used_event, old, idx, (unsigned long long)got, want);
 	}
 	/* EVENT_IDX: the device ignores NO_INTERRUPT. */
-	st16(gp(f, AVAIL_GPA), T_AVAIL_NO_INTERRUPT);
+	ut_st16(gp(f, AVAIL_GPA), T_AVAIL_NO_INTERRUPT);
 	complete(f, 1);
 	set_used_event(f, idx);
 	vq_notify(f->vq);
@@ -933,7 +885,7 @@ static void test_avail_event(void **state)
 
 static uint16_t used_flags(struct fx *f)
 {
-	return (uint16_t)ld(gp(f, USED_GPA), 2);
+	return (uint16_t)ut_ld(gp(f, USED_GPA), 2);
 }
 
 /*
@@ -988,7 +940,7 @@ static void test_polling_no_notify(void **state)
 	assert_int_equal(used_flags(f) & 1, 0);
 	/* A stopped queue forgets polling; a broken index counts as work. */
 	vq_set_polling(f->vq, true);
-	st16(gp(f, AVAIL_GPA + 2), (uint16_t)(f->avail_idx + 100));
+	ut_st16(gp(f, AVAIL_GPA + 2), (uint16_t)(f->avail_idx + 100));
 	assert_true(vq_has_avail(f->vq));
 	assert_int_equal(vq_pop(f->vq, &e), -EIO);
 	assert_false(vq_has_avail(f->vq));
@@ -1002,11 +954,11 @@ static void test_no_interrupt(void **state)
 	complete(f, 1);
 	vq_notify(f->vq);
 	assert_int_equal(efd_take(f->call), 1);
-	st16(gp(f, AVAIL_GPA), T_AVAIL_NO_INTERRUPT);
+	ut_st16(gp(f, AVAIL_GPA), T_AVAIL_NO_INTERRUPT);
 	complete(f, 1);
 	vq_notify(f->vq);
 	assert_int_equal(efd_take(f->call), 0);
-	st16(gp(f, AVAIL_GPA), 0);
+	ut_st16(gp(f, AVAIL_GPA), 0);
 	complete(f, 1);
 	vq_notify(f->vq);
 	assert_int_equal(efd_take(f->call), 1);
@@ -1028,7 +980,7 @@ struct logfx {
 
 static void log_open(struct fx *f, struct logfx *l)
 {
-	int fd = make_memfd(LOG_BYTES);
+	int fd = ut_memfd("test-vu-ring", LOG_BYTES);
 
 	l->bits = mmap(NULL, LOG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	assert_true(l->bits != MAP_FAILED);
@@ -1149,7 +1101,7 @@ static void test_dirty_log(void **state)
 static void test_log_set_rejects(void **state)
 {
 	struct fx *f = *state;
-	int fd = make_memfd(8192);
+	int fd = ut_memfd("test-vu-ring", 8192);
 	int pfd[2];
 
 	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
@@ -1173,7 +1125,7 @@ static void test_mem_add_rejects(void **state)
 {
 	struct vu_mem *mem = calloc(1, sizeof(*mem));
 	static volatile sig_atomic_t poisoned;
-	int fd = make_memfd(0x40000), small = make_memfd(0x1000), pfd[2];
+	int fd = ut_memfd("test-vu-ring", 0x40000), small = ut_memfd("test-vu-ring", 0x1000), pfd[2];
 	struct {
 		const char *name;
 		struct vu_mem_desc d;
@@ -1357,7 +1309,7 @@ static void test_inflight_resubmit(void **state)
 	/* Six taken over time: 0 and 2 completed, 1, 6, 3 in flight, 4 is new. */
 	for (unsigned int i = 0; i < 6; i++)
 		avail_add(f, ring[i]);
-	st16(gp(f, USED_GPA + 2), 2);
+	ut_st16(gp(f, USED_GPA + 2), 2);
 	q->used_idx = 2;
 	mark_inflight(q, 1, 9);
 	mark_inflight(q, 6, 4);
@@ -1431,7 +1383,7 @@ static void test_inflight_last_batch(void **state)
 	q = inflight_q(f, 0);
 	for (uint16_t h = 0; h < 5; h++)
 		avail_add(f, h);
-	st16(gp(f, USED_GPA + 2), 3);
+	ut_st16(gp(f, USED_GPA + 2), 3);
 	q->used_idx = 2;
 	q->last_batch_head = 6;
 	mark_inflight(q, 6, 5);
@@ -1455,7 +1407,7 @@ static void test_inflight_last_batch(void **state)
 	q = inflight_q(f, 0);
 	for (uint16_t h = 0; h < 5; h++)
 		avail_add(f, h);
-	st16(gp(f, USED_GPA + 2), 4);
+	ut_st16(gp(f, USED_GPA + 2), 4);
 	q->used_idx = 2;
 	q->last_batch_head = 6;
 	mark_inflight(q, 6, 5);
