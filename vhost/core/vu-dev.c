@@ -41,10 +41,23 @@ static uint64_t offered_protocol_features(const struct vu_dev *dev)
 {
 	return core_protocol_features |
 	       (dev->ops.config_space ? 1ull << VU_PROTO_F_CONFIG : 0) |
-	       (dev->ops.inflight_tracking ? 1ull << VU_PROTO_F_INFLIGHT_SHMFD : 0);
+	       (dev->ops.inflight_tracking ? 1ull << VU_PROTO_F_INFLIGHT_SHMFD : 0) |
+	       (dev->has_device_state ? 1ull << VU_PROTO_F_DEVICE_STATE : 0);
 }
 
 /* --- default device hooks: "not supported" --- */
+
+static int no_save_state(void *opaque, uint8_t **ret_data, size_t *ret_len)
+{
+	(void)opaque, (void)ret_data, (void)ret_len;
+	return -EOPNOTSUPP;
+}
+
+static int no_load_state(void *opaque, const uint8_t *data, size_t len)
+{
+	(void)opaque, (void)data, (void)len;
+	return -EOPNOTSUPP;
+}
 
 static int no_get_config(void *opaque, uint32_t offset, uint8_t *buf, uint32_t len)
 {
@@ -628,6 +641,20 @@ static int h_get_status(struct vu_dev *dev, struct vu_msg *msg)
 	return vu_msg_send_reply_u64(dev->sock, msg, dev->status) ?: REPLIED;
 }
 
+static int h_set_device_state_fd(struct vu_dev *dev, struct vu_msg *msg)
+{
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_DEVICE_STATE))
+		return -EINVAL;
+	return vu_state_set_fd(dev, msg) ?: REPLIED;
+}
+
+static int h_check_device_state(struct vu_dev *dev, struct vu_msg *msg)
+{
+	if (!vu_has_protocol_feature(dev, VU_PROTO_F_DEVICE_STATE))
+		return -EINVAL;
+	return vu_state_check(dev, msg) ?: REPLIED;
+}
+
 static const vu_handler handlers[VU_REQUEST_MAX] = {
 	[VU_GET_FEATURES] = h_get_features,
 	[VU_SET_FEATURES] = h_set_features,
@@ -658,6 +685,8 @@ static const vu_handler handlers[VU_REQUEST_MAX] = {
 	[VU_SET_INFLIGHT_FD] = h_set_inflight_fd,
 	[VU_SET_STATUS] = h_set_status,
 	[VU_GET_STATUS] = h_get_status,
+	[VU_SET_DEVICE_STATE_FD] = h_set_device_state_fd,
+	[VU_CHECK_DEVICE_STATE] = h_check_device_state,
 };
 
 /* Runs one validated message; <0 means drop the connection. */
@@ -729,6 +758,13 @@ int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
 		dev->ops.queue_stop = no_queue_stop;
 	if (!dev->ops.mem_gone)
 		dev->ops.mem_gone = no_mem_gone;
+	dev->has_device_state = ops->save_state && ops->load_state;
+	if (!dev->has_device_state) {
+		dev->ops.save_state = no_save_state;
+		dev->ops.load_state = no_load_state;
+	}
+	dev->state_fd = -1;
+	dev->state_result = -ENOENT;
 	dev->opaque = opaque;
 	dev->loop = *loop;
 	dev->loop_data = loop_data;
@@ -764,6 +800,7 @@ void vu_dev_free(struct vu_dev *dev)
 	vu_log_clear(&dev->log);
 	vu_inflight_clear(&dev->inflight);
 	closep(&dev->backend_fd);
+	vu_state_drop(dev);
 	vu_msg_reader_reset(&dev->reader);
 	closep(&dev->sock);
 	g_free(dev);

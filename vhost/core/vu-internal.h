@@ -183,7 +183,22 @@ struct vu_dev {
 	struct vu_inflight inflight;
 	unsigned int num_queues;
 	struct vu_vq *vqs;
+
+	/* The device state moving (vu-state.c): a load's channel, and the
+	 * outcome CHECK_DEVICE_STATE reports (-EINPROGRESS: not loaded yet). */
+	int state_fd;
+	bool state_load;
+	int state_result;
+	bool has_device_state; /* the device moves a state of its own */
 };
+
+/* --- device state for migration (vu-state.c) --- */
+
+/* SET_DEVICE_STATE_FD and CHECK_DEVICE_STATE; both reply themselves. */
+int vu_state_set_fd(struct vu_dev *dev, struct vu_msg *msg);
+int vu_state_check(struct vu_dev *dev, struct vu_msg *msg);
+/* Forgets a transfer (its channel closed). */
+void vu_state_drop(struct vu_dev *dev);
 
 static inline bool vu_has_feature(const struct vu_dev *dev, unsigned int bit)
 {

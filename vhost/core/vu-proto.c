@@ -78,6 +78,8 @@ static const struct request_rule rules[VU_REQUEST_MAX] = {
 	RULE(REM_MEM_REG, 40, 40, OPTIONAL_ONE, NONE, false),
 	RULE(SET_STATUS, 8, 8, NONE, NONE, false),
 	RULE(GET_STATUS, 0, 0, NONE, NONE, true),
+	RULE(SET_DEVICE_STATE_FD, 8, 8, ONE, NONE, true),
+	RULE(CHECK_DEVICE_STATE, 0, 0, NONE, NONE, true),
 };
 
 static const struct request_rule *rule_for(uint32_t request)
@@ -337,10 +339,15 @@ int vu_msg_send_reply(int sock, const struct vu_msg *msg, const void *payload,
 
 int vu_msg_send_reply_u64(int sock, const struct vu_msg *msg, uint64_t value)
 {
+	return vu_msg_send_reply_u64_fd(sock, msg, value, -1);
+}
+
+int vu_msg_send_reply_u64_fd(int sock, const struct vu_msg *msg, uint64_t value, int fd)
+{
 	uint8_t le[8];
 
 	put_le64(le, value);
-	return vu_msg_send_reply(sock, msg, le, sizeof(le), NULL, 0);
+	return vu_msg_send_reply(sock, msg, le, sizeof(le), fd >= 0 ? &fd : NULL, fd >= 0);
 }
 
 uint32_t vu_encode_backend_msg(uint8_t *out, uint32_t request, uint32_t flags,
@@ -361,6 +368,15 @@ int vu_decode_u64(const struct vu_msg *msg, uint64_t *ret)
 	if (msg->size < 8)
 		return -EBADMSG;
 	*ret = get_le64(msg->payload);
+	return 0;
+}
+
+int vu_decode_state_req(const struct vu_msg *msg, struct vu_state_req *ret)
+{
+	if (msg->size < 8)
+		return -EBADMSG;
+	ret->direction = get_le32(msg->payload);
+	ret->phase = get_le32(msg->payload + 4);
 	return 0;
 }
 

@@ -41,6 +41,8 @@ enum vu_request {
 	VU_REM_MEM_REG = 38,
 	VU_SET_STATUS = 39,
 	VU_GET_STATUS = 40,
+	VU_SET_DEVICE_STATE_FD = 42,
+	VU_CHECK_DEVICE_STATE = 43,
 	VU_REQUEST_MAX,
 };
 
@@ -65,6 +67,18 @@ enum {
 	VU_PROTO_F_RESET_DEVICE = 13,
 	VU_PROTO_F_CONFIGURE_MEM_SLOTS = 15,
 	VU_PROTO_F_STATUS = 16,
+	VU_PROTO_F_DEVICE_STATE = 19,
+};
+
+/* SET_DEVICE_STATE_FD: which way the state goes, and when. */
+enum { VU_STATE_SAVE = 0, VU_STATE_LOAD = 1 };
+enum { VU_STATE_PHASE_STOPPED = 0 };
+/* Its reply's flag: no fd comes with the reply. */
+#define VU_STATE_REPLY_NOFD (1ull << 8)
+
+struct vu_state_req {
+	uint32_t direction;
+	uint32_t phase;
 };
 
 /* Virtio feature bits the core itself implements. */
@@ -133,6 +147,8 @@ bool vu_request_has_reply(uint32_t request);
 int vu_msg_send_reply(int sock, const struct vu_msg *msg, const void *payload,
 		      uint32_t size, const int *fds, unsigned int nfds);
 int vu_msg_send_reply_u64(int sock, const struct vu_msg *msg, uint64_t value);
+/* The same with fd attached (none when fd < 0). */
+int vu_msg_send_reply_u64_fd(int sock, const struct vu_msg *msg, uint64_t value, int fd);
 
 /* --- decoded payloads: every decoder checks sizes and ranges --- */
 
@@ -182,6 +198,7 @@ struct vu_inflight_desc {
 };
 
 int vu_decode_u64(const struct vu_msg *msg, uint64_t *ret);
+int vu_decode_state_req(const struct vu_msg *msg, struct vu_state_req *ret);
 int vu_decode_vring_state(const struct vu_msg *msg, struct vu_vring_state *ret);
 int vu_decode_vring_addr(const struct vu_msg *msg, struct vu_vring_addr *ret);
 /* For KICK/CALL/ERR: the queue index and whether an fd came along. */

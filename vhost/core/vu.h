@@ -63,6 +63,15 @@ struct vu_device_ops {
 	 * table): drop whatever was mapped from it (vu_pages, which keep the
 	 * memory itself until they are unmapped). */
 	void (*mem_gone)(void *opaque, uint64_t gpa, uint64_t size);
+	/*
+	 * Migration of the device's own state (DEVICE_STATE), every queue
+	 * stopped: save_state serializes it (the caller g_free()s the data),
+	 * load_state takes what another back end's save_state produced (a
+	 * hostile front end's bytes, for all the device knows).  Without
+	 * save_state the protocol feature is not offered.
+	 */
+	int (*save_state)(void *opaque, uint8_t **ret_data, size_t *ret_len);
+	int (*load_state)(void *opaque, const uint8_t *data, size_t len);
 };
 
 int vu_dev_new(int sock, const struct vu_device_ops *ops, void *opaque,
