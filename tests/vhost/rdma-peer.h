@@ -15,7 +15,7 @@
 #include "vuf-rdma.h"
 
 #define RP_BUF_SIZE (256u << 10)
-#define RP_TIMEOUT_MS 10000
+#define RP_TIMEOUT_MS vuf_slow_ms(10000)
 
 struct rp_native {
 	struct ibv_context *ctx;

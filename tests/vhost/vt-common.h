@@ -16,7 +16,7 @@
 
 #include "vu-front.h"
 
-#define VT_TIMEOUT_MS 5000
+#define VT_TIMEOUT_MS vuf_slow_ms(5000)
 #define VT_MAX_VQS 8
 /* Two regions, the second high and at a non-zero fd offset. */
 #define VT_RAM0_GPA 0x0ull

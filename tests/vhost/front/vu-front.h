@@ -109,6 +109,14 @@ struct vuf_msg {
 
 struct vuf_conn;
 
+/*
+ * A wait of ms on this machine, stretched by VRDMA_SLOWDOWN: the speed
+ * factor the rxe tiers measure (tests/rxe-vm), 1 when unset or below 1.
+ * Every wait for something that must happen goes through it, so that a
+ * loaded or emulated machine is slower, not failing.
+ */
+int vuf_slow_ms(int ms);
+
 /* Connects, retrying ECONNREFUSED/ENOENT until timeout_ms has passed. */
 int vuf_conn_connect(const char *path, int timeout_ms, struct vuf_conn **ret_conn);
 /* Takes ownership of an already connected stream socket. */

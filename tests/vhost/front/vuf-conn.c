@@ -13,7 +13,21 @@
 #include "util.h"
 #include "vuf-internal.h"
 
-#define DEFAULT_TIMEOUT_MS 5000
+#define DEFAULT_TIMEOUT_MS vuf_slow_ms(5000)
+#define MAX_SLOWDOWN 20.0
+
+int vuf_slow_ms(int ms)
+{
+	static double factor;
+
+	if (!factor) {
+		const char *s = getenv("VRDMA_SLOWDOWN");
+		double f = s ? strtod(s, NULL) : 1.0;
+
+		factor = f >= 1.0 && f <= MAX_SLOWDOWN ? f : 1.0;
+	}
+	return (int)(ms * factor);
+}
 
 static int sleep_ms(int ms)
 {

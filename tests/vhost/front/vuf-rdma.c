@@ -102,7 +102,7 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 
 	if (!g)
 		return -ENOMEM;
-	g->timeout_ms = o && o->timeout_ms ? o->timeout_ms : 5000;
+	g->timeout_ms = o && o->timeout_ms ? o->timeout_ms : vuf_slow_ms(5000);
 	g->next_va = VGD_VA_BASE;
 	r = vuf_conn_connect(socket_path, 5000, &g->conn);
 	if (r) {
