@@ -24,6 +24,7 @@ struct txn {
 	struct sriov_scan *scan;
 };
 
+/* The end of every transaction, as the cleanup of its variable. */
 static void txn_end(struct txn *t)
 {
 	sriov_pool_free(t->pool);
@@ -177,16 +178,12 @@ static int acquire(const struct sriov_ctx *ctx, struct txn *t, const char *tenan
 int sriov_tenant_acquire(const struct sriov_ctx *ctx, const char *tenant,
 			 const struct sriov_filter *filter, struct sriov_assignment *ret)
 {
-	struct txn t;
-	int r;
-
 	if (!sriov_tenant_valid(tenant) || (filter && filter->pf && !sriov_pci_valid(filter->pf)))
 		return -EINVAL;
-	r = txn_begin(ctx, &t);
-	if (r == 0)
-		r = acquire(ctx, &t, tenant, filter, ret);
-	txn_end(&t);
-	return r;
+	_cleanup_(txn_end) struct txn t;
+	int r = txn_begin(ctx, &t);
+
+	return r ? r : acquire(ctx, &t, tenant, filter, ret);
 }
 
 static int claim(const struct sriov_ctx *ctx, struct txn *t, const char *tenant,
@@ -234,17 +231,13 @@ static int claim(const struct sriov_ctx *ctx, struct txn *t, const char *tenant,
 int sriov_tenant_claim(const struct sriov_ctx *ctx, const char *tenant, const char *device,
 		       struct sriov_assignment *ret)
 {
-	struct txn t;
-	int r;
-
 	if ((tenant && !sriov_tenant_valid(tenant)) || !device ||
 	    !(sriov_pci_valid(device) || sriov_name_valid(device)))
 		return -EINVAL;
-	r = txn_begin(ctx, &t);
-	if (r == 0)
-		r = claim(ctx, &t, tenant, device, ret);
-	txn_end(&t);
-	return r;
+	_cleanup_(txn_end) struct txn t;
+	int r = txn_begin(ctx, &t);
+
+	return r ? r : claim(ctx, &t, tenant, device, ret);
 }
 
 /* Does the pool still say what @a says? */
@@ -280,19 +273,15 @@ static int lease_take(const struct sriov_ctx *ctx, struct txn *t,
 
 int sriov_lease_take(const struct sriov_ctx *ctx, const struct sriov_assignment *a, int *ret_fd)
 {
-	struct txn t;
-	int r;
-
 	*ret_fd = -1;
 	if (!sriov_function_key_valid(a->function) || (a->tenant[0] && !sriov_tenant_valid(a->tenant)))
 		return -EINVAL;
 	/* Under the pool lock, like every check of a lease: a release either
 	 * ran before (and the check fails) or sees the lease. */
-	r = txn_begin(ctx, &t);
-	if (r == 0)
-		r = lease_take(ctx, &t, a, ret_fd);
-	txn_end(&t);
-	return r;
+	_cleanup_(txn_end) struct txn t;
+	int r = txn_begin(ctx, &t);
+
+	return r ? r : lease_take(ctx, &t, a, ret_fd);
 }
 
 static void remove_record(struct sriov_pool *pool, const char *function)
@@ -453,16 +442,12 @@ static int add_member(const struct sriov_ctx *ctx, struct txn *t, const char *de
 
 int sriov_pool_add(const struct sriov_ctx *ctx, const char *device)
 {
-	struct txn t;
-	int r;
-
 	if (!device)
 		return -EINVAL;
-	r = txn_begin(ctx, &t);
-	if (r == 0)
-		r = add_member(ctx, &t, device);
-	txn_end(&t);
-	return r;
+	_cleanup_(txn_end) struct txn t;
+	int r = txn_begin(ctx, &t);
+
+	return r ? r : add_member(ctx, &t, device);
 }
 
 static int remove_member(const struct sriov_ctx *ctx, struct txn *t, const char *device)
@@ -484,16 +469,12 @@ static int remove_member(const struct sriov_ctx *ctx, struct txn *t, const char 
 
 int sriov_pool_remove(const struct sriov_ctx *ctx, const char *device)
 {
-	struct txn t;
-	int r;
-
 	if (!device)
 		return -EINVAL;
-	r = txn_begin(ctx, &t);
-	if (r == 0)
-		r = remove_member(ctx, &t, device);
-	txn_end(&t);
-	return r;
+	_cleanup_(txn_end) struct txn t;
+	int r = txn_begin(ctx, &t);
+
+	return r ? r : remove_member(ctx, &t, device);
 }
 
 /* A VF that disappears with the new count while someone still owns it. */
