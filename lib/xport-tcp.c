@@ -24,9 +24,7 @@
 #include <ifaddrs.h>
 #include <limits.h>
 #include <liburing.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
 #include <linux/magic.h>
@@ -37,6 +35,7 @@
 
 #include "util.h"
 #include "xport-internal.h"
+#include "xport-sock.h"
 #include "xport-wire.h"
 
 #define ZC_MIN_BYTES (16u << 10) /* AUTO: below this, copying is cheaper */
@@ -180,22 +179,6 @@ static gint64 earlier(gint64 a, gint64 b)
 	if (a < 0)
 		return b;
 	return b < 0 ? a : MIN(a, b);
-}
-
-/* A peer that went away shows up under many names; callers see one. */
-static int sock_error(int err)
-{
-	switch (err) {
-	case 0:
-	case -EPIPE:
-	case -ECONNRESET:
-	case -ECONNABORTED:
-	case -ENOTCONN:
-	case -ESHUTDOWN:
-		return -ECONNRESET;
-	default:
-		return err;
-	}
 }
 
 static uint64_t ud_pack(enum ud_kind kind, unsigned chan, uint64_t seq)
@@ -570,7 +553,7 @@ static void tx_error(struct tcp_chan *ch, uint64_t seq, int res)
 		tx_submit(ch);
 		return;
 	}
-	conn_kill(ch->tc, sock_error(res));
+	conn_kill(ch->tc, xport_sock_error(res));
 }
 
 static void tx_cqe(struct tcp_chan *ch, uint64_t seq, int res, unsigned flags)
@@ -909,7 +892,7 @@ static void splice_cqe(struct tcp_chan *ch, int res)
 	} else {
 		/* Socket to pipe: 0 is the peer's end of stream. */
 		if (res <= 0 || (uint32_t)res > ch->splice_left) {
-			conn_kill(ch->tc, res <= 0 ? sock_error(res) : -EIO);
+			conn_kill(ch->tc, res <= 0 ? xport_sock_error(res) : -EIO);
 			return;
 		}
 		ch->in_pipe = (uint32_t)res;
@@ -972,7 +955,7 @@ static void rx_cqe(struct tcp_chan *ch, int res)
 		return;
 	}
 	if (res <= 0) {
-		conn_kill(tc, sock_error(res));
+		conn_kill(tc, xport_sock_error(res));
 		return;
 	}
 	if (msg_advance(&ch->rx_msg, (size_t)res)) {
@@ -1512,155 +1495,11 @@ out_free_conn:
 
 /* ---- handshake ---- */
 
-static int wait_fd(int fd, short events, gint64 deadline)
-{
-	struct pollfd p = { .fd = fd, .events = events };
-
-	for (;;) {
-		int n = poll(&p, 1, xport_ms_until(deadline));
-
-		if (n > 0)
-			return 0;
-		if (n == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-static int send_all(int fd, const void *buf, size_t len, gint64 deadline)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		int r;
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return sock_error(-errno);
-		r = wait_fd(fd, POLLOUT, deadline);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-static int recv_all(int fd, void *buf, size_t len, gint64 deadline)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-		int r;
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -ECONNRESET;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return sock_error(-errno);
-		r = wait_fd(fd, POLLIN, deadline);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-static int set_nodelay(int fd)
-{
-	int one = 1;
-
-	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
-		return -errno;
-	return 0;
-}
-
-static int addrinfo_error(int err)
-{
-	switch (err) {
-	case EAI_SYSTEM:
-		return errno ? -errno : -EIO;
-	case EAI_MEMORY:
-		return -ENOMEM;
-	case EAI_AGAIN:
-		return -EAGAIN;
-	case EAI_NONAME:
-	case EAI_SERVICE:
-	case EAI_NODATA:
-		return -ENOENT;
-	default:
-		return -EINVAL;
-	}
-}
-
-static int connect_one(const struct addrinfo *ai, gint64 deadline, int *ret_fd)
-{
-	_cleanup_(closep) int fd = socket(ai->ai_family,
-					  SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-					  ai->ai_protocol);
-	socklen_t len = sizeof(int);
-	int err = 0, r;
-
-	if (fd < 0)
-		return -errno;
-	r = set_nodelay(fd);
-	if (r < 0)
-		return r;
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-		if (errno != EINPROGRESS)
-			return -errno;
-		r = wait_fd(fd, POLLOUT, deadline);
-		if (r < 0)
-			return r;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-			return -errno;
-		if (err)
-			return -err;
-	}
-	*ret_fd = steal_fd(&fd);
-	return 0;
-}
-
-static int connect_all(unsigned channels, const char *host, const char *port,
-		       gint64 deadline, int *fds)
-{
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-	const struct addrinfo *ai;
-	struct addrinfo *res;
-	int r = getaddrinfo(host, port, &hints, &res);
-
-	if (r)
-		return addrinfo_error(r);
-	r = -EHOSTUNREACH;
-	/* Channel 0 finds the first address that answers; the others follow it. */
-	for (ai = res; ai; ai = ai->ai_next) {
-		r = connect_one(ai, deadline, &fds[0]);
-		if (r == 0 || r == -ETIMEDOUT)
-			break;
-	}
-	for (unsigned c = 1; r == 0 && c < channels; c++)
-		r = connect_one(ai, deadline, &fds[c]);
-	freeaddrinfo(res);
-	return r;
-}
-
 static int read_welcome(int fd, gint64 deadline, struct xport_welcome *ret)
 {
 	uint8_t buf[XPORT_WELCOME_SIZE];
 	struct xport_welcome w;
-	int r = recv_all(fd, buf, sizeof(buf), deadline);
+	int r = xport_sock_recv_all(fd, buf, sizeof(buf), deadline);
 
 	if (r < 0)
 		return r;
@@ -1689,7 +1528,7 @@ static int handshake(const struct xport_opts *opts, const int *fds,
 	for (unsigned c = 0; c < opts->channels; c++) {
 		hello.channel = (uint16_t)c;
 		xport_hello_encode(&hello, buf);
-		r = send_all(fds[c], buf, sizeof(buf), deadline);
+		r = xport_sock_send_all(fds[c], buf, sizeof(buf), deadline);
 		if (r < 0)
 			return r;
 	}
@@ -1705,12 +1544,6 @@ static int handshake(const struct xport_opts *opts, const int *fds,
 	return 0;
 }
 
-static void close_fds(int *fds, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		closep(&fds[i]);
-}
-
 int xport_tcp_connect(const struct xport_opts *opts, const char *host,
 		      const char *port, struct xport_conn **ret)
 {
@@ -1722,7 +1555,7 @@ int xport_tcp_connect(const struct xport_opts *opts, const char *host,
 
 	for (unsigned i = 0; i < XPORT_MAX_CHANNELS; i++)
 		fds[i] = -1;
-	r = connect_all(opts->channels, host, port, deadline, fds);
+	r = xport_sock_connect(host, port, deadline, fds, opts->channels);
 	if (r < 0)
 		goto out_close_fds;
 	r = handshake(opts, fds, deadline, &peer.max_msg);
@@ -1735,7 +1568,7 @@ int xport_tcp_connect(const struct xport_opts *opts, const char *host,
 	return 0;
 
 out_close_fds:
-	close_fds(fds, opts->channels);
+	xport_close_fds(fds, opts->channels);
 	return r;
 }
 
@@ -1781,7 +1614,7 @@ static void group_free(gpointer p)
 {
 	struct pend_group *g = p;
 
-	close_fds(g->fds, XPORT_MAX_CHANNELS);
+	xport_close_fds(g->fds, XPORT_MAX_CHANNELS);
 	g_free(g);
 }
 
@@ -1874,7 +1707,7 @@ static int accept_new(struct tcp_listener *tl)
 				continue;
 			return -errno;
 		}
-		if (pending_sockets(tl) >= MAX_PENDING_SOCKETS || set_nodelay(fd) < 0) {
+		if (pending_sockets(tl) >= MAX_PENDING_SOCKETS || xport_sock_nodelay(fd) < 0) {
 			tell_refused(tl, fd, pending_sockets(tl) >= MAX_PENDING_SOCKETS ? -EBUSY : -errno);
 			close(fd);
 			continue;
@@ -1937,7 +1770,7 @@ static int welcome_all(struct tcp_conn *tc, uint32_t max_msg)
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n != (ssize_t)sizeof(buf))
-			return n < 0 ? sock_error(-errno) : -ECONNRESET;
+			return n < 0 ? xport_sock_error(-errno) : -ECONNRESET;
 	}
 	return 0;
 }
@@ -2063,84 +1896,15 @@ static void tcp_listener_close(struct xport_listener *listener)
 	g_free(tl);
 }
 
-static int listen_on(const struct addrinfo *ai, bool wildcard, int *ret_fd)
-{
-	_cleanup_(closep) int fd = socket(ai->ai_family,
-					  SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-					  ai->ai_protocol);
-	int one = 1, zero = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		return -errno;
-	/* A wildcard IPv6 socket takes IPv4 clients too, whatever the sysctl says. */
-	if (wildcard && ai->ai_family == AF_INET6)
-		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0)
-		return -errno;
-	*ret_fd = steal_fd(&fd);
-	return 0;
-}
-
-static int listen_any(const struct addrinfo *res, bool wildcard, int *ret_fd)
-{
-	int r = -EADDRNOTAVAIL;
-
-	/* For "any address" prefer the dual-stack IPv6 socket. */
-	for (int pass = wildcard ? 0 : 1; pass < 2; pass++) {
-		for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-			if (pass == 0 && ai->ai_family != AF_INET6)
-				continue;
-			r = listen_on(ai, wildcard, ret_fd);
-			if (r == 0)
-				return 0;
-		}
-	}
-	return r;
-}
-
-static int local_port(int fd, int *ret_port)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-
-	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-		return -errno;
-	if (ss.ss_family == AF_INET)
-		*ret_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	else if (ss.ss_family == AF_INET6)
-		*ret_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	else
-		return -EAFNOSUPPORT;
-	return 0;
-}
-
 int xport_tcp_listen(const struct xport_opts *opts, const char *host,
 		     const char *port, struct xport_listener **ret)
 {
-	struct addrinfo hints = {
-		.ai_flags = AI_PASSIVE,
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_STREAM,
-	};
-	bool wildcard = !host || !*host;
 	struct tcp_listener *tl;
-	struct addrinfo *res;
-	int fd = -1, bound_port = 0, r;
+	int fd = -1, bound_port = 0;
+	int r = xport_sock_listen(host, port, &fd, &bound_port);
 
-	r = getaddrinfo(wildcard ? NULL : host, port, &hints, &res);
-	if (r)
-		return addrinfo_error(r);
-	r = listen_any(res, wildcard, &fd);
-	freeaddrinfo(res);
 	if (r < 0)
 		return r;
-	r = local_port(fd, &bound_port);
-	if (r < 0) {
-		close(fd);
-		return r;
-	}
 	tl = g_new0(struct tcp_listener, 1);
 	tl->base = (struct xport_listener){
 		.ops = &tcp_listener_ops,
