@@ -35,7 +35,9 @@
 
 #include "util.h"
 #include "xport-internal.h"
+#include "xport-auth.h"
 #include "xport-sock.h"
+#include "xport-tls-relay.h"
 #include "xport-wire.h"
 
 #define ZC_MIN_BYTES (16u << 10) /* AUTO: below this, copying is cheaper */
@@ -50,7 +52,7 @@
 /* READ tags carry the request's slot index in their low 16 bits. */
 _Static_assert(XPORT_MAX_CHANNELS * XPORT_MAX_DEPTH <= 65536, "READ tag slot index");
 
-enum ud_kind { UD_RX = 1, UD_TX, UD_CANCEL };
+enum ud_kind { UD_RX = 1, UD_TX, UD_CANCEL, UD_RELAY };
 
 enum tx_state { TX_QUEUED, TX_SENDING, TX_SENT };
 enum rd_state { RD_NONE, RD_WAIT, RD_RECEIVING, RD_DONE };
@@ -126,6 +128,10 @@ struct tcp_chan {
 	uint64_t splice_off;  /* file offset of the next payload byte */
 	uint32_t splice_left; /* payload bytes not yet taken from the socket */
 	uint32_t in_pipe;     /* bytes in the pipe: the op in flight writes them out */
+
+	/* Encrypted: fd is our end of the relay's pair; the relay has the socket. */
+	struct xport_tls_relay *relay;
+	short relay_armed[XPORT_RELAY_FDS]; /* events of the polls in flight, per fd */
 };
 
 struct tcp_comp {
@@ -975,6 +981,50 @@ static void rx_cqe(struct tcp_chan *ch, int res)
 	rx_expect_header(ch);
 }
 
+/* ---- encrypted channels: the relay's polls ---- */
+
+/* Polls, through the ring, for whatever the relay waits on and nobody polls yet. */
+static void relay_arm(struct tcp_chan *ch)
+{
+	int fds[XPORT_RELAY_FDS];
+	short want[XPORT_RELAY_FDS];
+
+	if (ch->tc->killed)
+		return;
+	xport_tls_relay_wants(ch->relay, fds, want);
+	for (unsigned i = 0; i < XPORT_RELAY_FDS; i++) {
+		uint16_t missing = (uint16_t)(want[i] & ~ch->relay_armed[i]);
+		struct io_uring_sqe *sqe;
+
+		if (!missing)
+			continue;
+		sqe = get_sqe(ch->tc);
+		if (!sqe) {
+			conn_kill(ch->tc, -EBUSY);
+			return;
+		}
+		io_uring_prep_poll_add(sqe, fds[i], missing);
+		io_uring_sqe_set_data64(sqe, ud_pack(UD_RELAY, ch->index,
+						     i | (uint64_t)missing << 8));
+		ch->relay_armed[i] |= (short)missing;
+	}
+}
+
+static void relay_cqe(struct tcp_chan *ch, uint64_t seq)
+{
+	int r;
+
+	ch->relay_armed[seq & 0xff] &= (short)~(seq >> 8);
+	if (ch->tc->killed)
+		return;
+	r = xport_tls_relay_pump(ch->relay);
+	if (r < 0) {
+		conn_kill(ch->tc, r);
+		return;
+	}
+	relay_arm(ch);
+}
+
 /* ---- progress ---- */
 
 static void handle_cqe(struct tcp_conn *tc, uint64_t ud, int res, unsigned flags)
@@ -991,6 +1041,8 @@ static void handle_cqe(struct tcp_conn *tc, uint64_t ud, int res, unsigned flags
 		rx_cqe(&tc->chan[idx], res);
 	else if (kind == UD_TX)
 		tx_cqe(&tc->chan[idx], ud >> 16, res, flags);
+	else if (kind == UD_RELAY && tc->chan[idx].relay)
+		relay_cqe(&tc->chan[idx], ud >> 16);
 }
 
 /*
@@ -1218,9 +1270,12 @@ static bool conn_busy(const struct tcp_conn *tc)
 {
 	if (tc->cancels)
 		return true;
-	for (unsigned i = 0; i < tc->base.channels; i++)
-		if (tc->chan[i].rx_busy || tc->chan[i].tx_busy)
+	for (unsigned i = 0; i < tc->base.channels; i++) {
+		const struct tcp_chan *ch = &tc->chan[i];
+
+		if (ch->rx_busy || ch->tx_busy || ch->relay_armed[0] || ch->relay_armed[1])
 			return true;
+	}
 	return false;
 }
 
@@ -1284,6 +1339,7 @@ static void conn_free(struct tcp_conn *tc)
 
 		if (ch->fd >= 0)
 			close(ch->fd);
+		xport_tls_relay_free(ch->relay);
 		for (unsigned j = 0; j < 2; j++)
 			if (ch->pipe[j] >= 0)
 				close(ch->pipe[j]);
@@ -1397,13 +1453,16 @@ static bool peer_is_local(int fd)
 	return local;
 }
 
-static int ring_setup(struct tcp_conn *tc, int fd)
+static int ring_setup(struct tcp_conn *tc, int fd, bool relayed)
 {
 	unsigned n = tc->base.channels;
-	/* Per channel: one recv, one send and its window of notifications. */
+	/*
+	 * Per channel: one recv, one send and its window of notifications;
+	 * encrypted, up to two polls on each of the relay's two fds.
+	 */
 	struct io_uring_params p = {
 		.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP,
-		.cq_entries = n * (2 + ZC_WINDOW) + 8,
+		.cq_entries = n * (2 + ZC_WINDOW + (relayed ? 4 : 0)) + 8,
 	};
 	struct io_uring_probe *probe;
 	int r = io_uring_queue_init_params(2 * n + 4, &tc->ring, &p);
@@ -1411,7 +1470,8 @@ static int ring_setup(struct tcp_conn *tc, int fd)
 	if (r < 0)
 		return r;
 	tc->ring_ready = true;
-	if (tc->base.opts.zerocopy == XPORT_ZC_OFF ||
+	/* Through a relay the kernel copies to the pair anyway: no zero-copy. */
+	if (relayed || tc->base.opts.zerocopy == XPORT_ZC_OFF ||
 	    (tc->base.opts.zerocopy == XPORT_ZC_AUTO && peer_is_local(fd)))
 		return 0;
 	probe = io_uring_get_probe_ring(&tc->ring);
@@ -1452,8 +1512,32 @@ static void conn_params(struct tcp_conn *tc, const struct peer_params *peer)
 	tc->resp_slots = MAX(tc->base.opts.recv_depth, peer->client_recv_depth);
 }
 
-/* Takes the sockets (fds[i] = -1) only on success. */
-static int conn_create(const struct xport_opts *opts, int *fds,
+/*
+ * Encrypted channels: the relay takes the socket and the session; fds[i]
+ * becomes the back end's end of its pair.
+ */
+static int conn_relays(struct tcp_conn *tc, int *fds, struct xport_tls **tls)
+{
+	for (unsigned i = 0; tls && i < tc->base.channels; i++) {
+		int app;
+		int r;
+
+		if (!tls[i])
+			continue;
+		r = xport_tls_relay_new(tls[i], fds[i], &app, &tc->chan[i].relay);
+		if (r < 0)
+			return r;
+		tls[i] = NULL;
+		fds[i] = app;
+	}
+	return 0;
+}
+
+/*
+ * Takes the sockets (fds[i] = -1) and the sessions of encrypted channels
+ * (tls may be NULL; tls[i] = NULL) only on success.
+ */
+static int conn_create(const struct xport_opts *opts, int *fds, struct xport_tls **tls,
 		       const struct peer_params *peer, struct tcp_conn **ret)
 {
 	struct tcp_conn *tc = g_try_new0(struct tcp_conn, 1);
@@ -1470,7 +1554,9 @@ static int conn_create(const struct xport_opts *opts, int *fds,
 	r = conn_alloc(tc);
 	if (r < 0)
 		goto out_free_conn;
-	r = ring_setup(tc, fds[0]);
+	r = ring_setup(tc, fds[0], tls && tls[0]);
+	if (r == 0)
+		r = conn_relays(tc, fds, tls);
 	if (r < 0)
 		goto out_free_conn;
 	/* Handshake sockets were non-blocking for poll(2); io_uring wants them plain. */
@@ -1482,8 +1568,11 @@ static int conn_create(const struct xport_opts *opts, int *fds,
 	for (unsigned i = 0; i < opts->channels; i++)
 		tc->chan[i].fd = steal_fd(&fds[i]);
 	tc->base.fd = tc->ring.ring_fd;
-	for (unsigned i = 0; i < opts->channels; i++)
+	for (unsigned i = 0; i < opts->channels; i++) {
 		rx_expect_header(&tc->chan[i]);
+		if (tc->chan[i].relay)
+			relay_arm(&tc->chan[i]);
+	}
 	ring_submit(tc);
 	*ret = tc;
 	return 0;
@@ -1511,28 +1600,23 @@ static int read_welcome(int fd, gint64 deadline, struct xport_welcome *ret)
 	return 0;
 }
 
-static int handshake(const struct xport_opts *opts, const int *fds,
+/* Without authentication: every channel's HELLO, then every WELCOME. */
+static int handshake(struct xport_hello hello, const int *fds, unsigned n,
 		     gint64 deadline, uint32_t *ret_peer_max_msg)
 {
-	struct xport_hello hello = {
-		.nchannels = (uint16_t)opts->channels,
-		.max_msg = opts->max_msg,
-		.recv_depth = opts->recv_depth,
-		.token = xport_random_u64(),
-	};
 	uint32_t peer_max_msg = UINT32_MAX;
 	uint8_t buf[XPORT_HELLO_SIZE];
 	int r;
 
 	/* Every HELLO first: the server answers none before it has them all. */
-	for (unsigned c = 0; c < opts->channels; c++) {
+	for (unsigned c = 0; c < n; c++) {
 		hello.channel = (uint16_t)c;
 		xport_hello_encode(&hello, buf);
 		r = xport_sock_send_all(fds[c], buf, sizeof(buf), deadline);
 		if (r < 0)
 			return r;
 	}
-	for (unsigned c = 0; c < opts->channels; c++) {
+	for (unsigned c = 0; c < n; c++) {
 		struct xport_welcome w;
 
 		r = read_welcome(fds[c], deadline, &w);
@@ -1544,32 +1628,59 @@ static int handshake(const struct xport_opts *opts, const int *fds,
 	return 0;
 }
 
+/*
+ * With authentication the handshake comes first: the channels connect once
+ * the server holds the key they prove themselves with.
+ */
+static int connect_channels(const struct xport_opts *opts, const char *host,
+			    const char *port, gint64 deadline, int *fds,
+			    struct xport_tls **tls, uint32_t *ret_peer_max_msg)
+{
+	struct xport_hello hello = {
+		.nchannels = (uint16_t)opts->channels,
+		.max_msg = opts->max_msg,
+		.recv_depth = opts->recv_depth,
+		.token = xport_random_u64(),
+	};
+	struct xport_binding b;
+	int r = 0;
+
+	if (opts->auth)
+		r = xport_auth_handshake(opts, host, port, &hello, deadline, &b);
+	if (r == 0)
+		r = xport_sock_connect(host, port, deadline, fds, opts->channels);
+	if (r == 0 && opts->auth)
+		r = xport_auth_tcp_channels(opts, host, &b, &hello, fds, opts->channels,
+					    deadline, tls, ret_peer_max_msg);
+	else if (r == 0)
+		r = handshake(hello, fds, opts->channels, deadline, ret_peer_max_msg);
+	gnutls_memset(&b, 0, sizeof(b));
+	return r;
+}
+
 int xport_tcp_connect(const struct xport_opts *opts, const char *host,
 		      const char *port, struct xport_conn **ret)
 {
 	gint64 deadline = xport_deadline_after(opts->timeout_ms);
 	struct peer_params peer = { .client_recv_depth = opts->recv_depth };
+	struct xport_tls *tls[XPORT_MAX_CHANNELS] = { 0 };
 	int fds[XPORT_MAX_CHANNELS];
 	struct tcp_conn *tc;
 	int r;
 
 	for (unsigned i = 0; i < XPORT_MAX_CHANNELS; i++)
 		fds[i] = -1;
-	r = xport_sock_connect(host, port, deadline, fds, opts->channels);
-	if (r < 0)
-		goto out_close_fds;
-	r = handshake(opts, fds, deadline, &peer.max_msg);
-	if (r < 0)
-		goto out_close_fds;
-	r = conn_create(opts, fds, &peer, &tc);
-	if (r < 0)
-		goto out_close_fds;
+	r = connect_channels(opts, host, port, deadline, fds, tls, &peer.max_msg);
+	if (r == 0)
+		r = conn_create(opts, fds, tls, &peer, &tc);
+	if (r < 0) {
+		for (unsigned i = 0; i < opts->channels; i++)
+			xport_tls_free(tls[i]);
+		xport_close_fds(fds, opts->channels);
+		return r;
+	}
 	*ret = &tc->base;
 	return 0;
-
-out_close_fds:
-	xport_close_fds(fds, opts->channels);
-	return r;
 }
 
 /* ---- listener ---- */
@@ -1589,12 +1700,15 @@ struct pend_group {
 	unsigned have;
 	gint64 deadline;
 	int fds[XPORT_MAX_CHANNELS];
+	struct xport_tls *tls[XPORT_MAX_CHANNELS]; /* encrypted channels' sessions */
 };
 
 struct tcp_listener {
 	struct xport_listener base;
 	GPtrArray *hellos; /* struct hello_sock * */
 	GPtrArray *groups; /* struct pend_group * */
+	/* With authentication every socket goes through it instead of hellos. */
+	struct xport_auth_gate *gate;
 };
 
 static struct tcp_listener *to_tcp_listener(struct xport_listener *l)
@@ -1615,11 +1729,13 @@ static void group_free(gpointer p)
 	struct pend_group *g = p;
 
 	xport_close_fds(g->fds, XPORT_MAX_CHANNELS);
+	for (unsigned i = 0; i < XPORT_MAX_CHANNELS; i++)
+		xport_tls_free(g->tls[i]);
 	g_free(g);
 }
 
 /* Tells the listener's owner (xport_opts.on_refused) who was refused and why. */
-static void tell_refused(const struct tcp_listener *tl, int fd, int err)
+static void tell_refused(const struct tcp_listener *tl, int fd, int err, const char *reason)
 {
 	struct sockaddr_storage peer;
 	socklen_t len = sizeof(peer);
@@ -1628,18 +1744,25 @@ static void tell_refused(const struct tcp_listener *tl, int fd, int err)
 		return;
 	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
 		len = 0;
-	tl->base.opts.on_refused(tl->base.opts.refused_opaque, (struct sockaddr *)&peer, len, err);
+	tl->base.opts.on_refused(tl->base.opts.refused_opaque, (struct sockaddr *)&peer, len,
+				 err, reason);
 }
 
-/* Best effort: tells a client why before hanging up; it may be gone already. */
-static void refuse(const struct tcp_listener *tl, int fd, int err)
+/*
+ * Best effort: tells a client why before hanging up; it may be gone already.
+ * An encrypted channel (tls) would not understand: it only hears the hang-up.
+ */
+static void refuse(const struct tcp_listener *tl, int fd, struct xport_tls *tls, int err,
+		   const char *reason)
 {
 	struct xport_welcome w = { .status = (uint16_t)-err };
 	uint8_t buf[XPORT_WELCOME_SIZE];
 
-	tell_refused(tl, fd, err);
+	tell_refused(tl, fd, err, reason);
 	xport_welcome_encode(&w, buf);
-	(void)send(fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (!tls)
+		(void)send(fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
+	xport_tls_free(tls);
 	close(fd);
 }
 
@@ -1647,7 +1770,7 @@ static void group_refuse(struct tcp_listener *tl, struct pend_group *g, int err)
 {
 	for (unsigned i = 0; i < XPORT_MAX_CHANNELS; i++)
 		if (g->fds[i] >= 0)
-			refuse(tl, steal_fd(&g->fds[i]), err);
+			refuse(tl, steal_fd(&g->fds[i]), g_steal_pointer(&g->tls[i]), err, NULL);
 	g_ptr_array_remove_fast(tl->groups, g);
 }
 
@@ -1668,7 +1791,7 @@ static void listener_expire(struct tcp_listener *tl)
 		struct hello_sock *hs = g_ptr_array_index(tl->hellos, i);
 
 		if (hs->deadline >= 0 && hs->deadline <= now) {
-			tell_refused(tl, hs->fd, -ETIMEDOUT);
+			tell_refused(tl, hs->fd, -ETIMEDOUT, NULL);
 			g_ptr_array_remove_index_fast(tl->hellos, i);
 		}
 	}
@@ -1688,6 +1811,8 @@ static gint64 listener_next_expiry(const struct tcp_listener *tl)
 		next = earlier(next, ((struct hello_sock *)g_ptr_array_index(tl->hellos, i))->deadline);
 	for (guint i = 0; i < tl->groups->len; i++)
 		next = earlier(next, ((struct pend_group *)g_ptr_array_index(tl->groups, i))->deadline);
+	if (tl->gate)
+		next = earlier(next, xport_auth_gate_deadline(tl->gate));
 	return next;
 }
 
@@ -1708,8 +1833,14 @@ static int accept_new(struct tcp_listener *tl)
 			return -errno;
 		}
 		if (pending_sockets(tl) >= MAX_PENDING_SOCKETS || xport_sock_nodelay(fd) < 0) {
-			tell_refused(tl, fd, pending_sockets(tl) >= MAX_PENDING_SOCKETS ? -EBUSY : -errno);
+			tell_refused(tl, fd, pending_sockets(tl) >= MAX_PENDING_SOCKETS ? -EBUSY : -errno,
+				     NULL);
 			close(fd);
+			continue;
+		}
+		if (tl->gate) {
+			/* Not a byte of the transport before the peer is authenticated. */
+			xport_auth_gate_add(tl->gate, fd);
 			continue;
 		}
 		hs = g_new0(struct hello_sock, 1);
@@ -1731,7 +1862,7 @@ static struct pend_group *group_find(struct tcp_listener *tl, uint64_t token)
 }
 
 /* Adds a channel to its group; returns the group once it is complete. */
-static struct pend_group *group_join(struct tcp_listener *tl, int fd,
+static struct pend_group *group_join(struct tcp_listener *tl, int fd, struct xport_tls *tls,
 				     const struct xport_hello *h)
 {
 	struct pend_group *g = group_find(tl, h->token);
@@ -1747,14 +1878,15 @@ static struct pend_group *group_join(struct tcp_listener *tl, int fd,
 	} else if (g->hello.nchannels != h->nchannels ||
 		   g->hello.max_msg != h->max_msg ||
 		   g->hello.recv_depth != h->recv_depth) {
-		refuse(tl, fd, -EINVAL);
+		refuse(tl, fd, tls, -EINVAL, NULL);
 		return NULL;
 	}
 	if (g->fds[h->channel] >= 0) {
-		refuse(tl, fd, -EEXIST);
+		refuse(tl, fd, tls, -EEXIST, NULL);
 		return NULL;
 	}
 	g->fds[h->channel] = fd;
+	g->tls[h->channel] = tls;
 	return ++g->have == g->hello.nchannels ? g : NULL;
 }
 
@@ -1788,7 +1920,10 @@ static int group_finish(struct tcp_listener *tl, struct pend_group *g,
 	int r;
 
 	opts.channels = g->hello.nchannels;
-	r = conn_create(&opts, g->fds, &peer, &tc);
+	/* Whole: the handshake's key admits no further channel. */
+	if (tl->gate)
+		xport_auth_gate_forget(tl->gate, g->token);
+	r = conn_create(&opts, g->fds, g->tls, &peer, &tc);
 	if (r < 0) {
 		group_refuse(tl, g, r);
 		return r;
@@ -1823,23 +1958,48 @@ static int hello_progress(struct tcp_listener *tl, struct hello_sock *hs,
 	if (hs->have < sizeof(hs->buf))
 		return 1;
 	if (xport_hello_decode(hs->buf, sizeof(hs->buf), &hello) < 0) {
-		tell_refused(tl, hs->fd, -EPROTO);
+		bool tls = hs->buf[0] == 0x16; /* a TLS handshake record */
+
+		tell_refused(tl, hs->fd, tls ? -EPROTONOSUPPORT : -EPROTO,
+			     tls ? "a TLS handshake, and this side has no credentials" : NULL);
 		g_ptr_array_remove_fast(tl->hellos, hs);
 		return 1;
 	}
 	fd = steal_fd(&hs->fd);
 	g_ptr_array_remove_fast(tl->hellos, hs);
-	g = group_join(tl, fd, &hello);
+	if (hello.flags) {
+		refuse(tl, fd, NULL, -EPROTONOSUPPORT,
+		       "the peer authenticates, and this side has no credentials");
+		return 1;
+	}
+	g = group_join(tl, fd, NULL, &hello);
 	return g ? group_finish(tl, g, ret_conn) : 1;
 }
 
-/* One poll(2) over the listening socket and every HELLO not yet complete. */
+/* Channels the gate let through join their groups: 0 and *ret_conn once one is whole. */
+static int gate_progress(struct tcp_listener *tl, const struct pollfd *pfds, unsigned n,
+			 struct xport_conn **ret_conn)
+{
+	struct xport_auth_channel c;
+
+	xport_auth_gate_step(tl->gate, pfds, n);
+	while (xport_auth_gate_take(tl->gate, &c)) {
+		struct pend_group *g = group_join(tl, c.fd, c.tls, &c.hello);
+		int r = g ? group_finish(tl, g, ret_conn) : 1;
+
+		if (r <= 0)
+			return r;
+	}
+	return 1;
+}
+
+/* One poll(2) over the listening socket and every socket not yet in a group. */
 static int accept_round(struct tcp_listener *tl, gint64 deadline,
 			struct xport_conn **ret_conn, bool *ret_progress)
 {
-	struct pollfd pfds[1 + MAX_PENDING_SOCKETS];
+	struct pollfd pfds[1 + MAX_PENDING_SOCKETS + XPORT_AUTH_GATE_MAX_SOCKETS];
 	struct hello_sock *snap[MAX_PENDING_SOCKETS];
-	unsigned n;
+	unsigned n, ngate = 0;
 	int r;
 
 	listener_expire(tl);
@@ -1849,7 +2009,9 @@ static int accept_round(struct tcp_listener *tl, gint64 deadline,
 		snap[i] = g_ptr_array_index(tl->hellos, i);
 		pfds[i + 1] = (struct pollfd){ .fd = snap[i]->fd, .events = POLLIN };
 	}
-	r = poll(pfds, n + 1, xport_ms_until(earlier(deadline, listener_next_expiry(tl))));
+	if (tl->gate)
+		ngate = xport_auth_gate_pollfds(tl->gate, pfds + 1 + n, XPORT_AUTH_GATE_MAX_SOCKETS);
+	r = poll(pfds, 1 + n + ngate, xport_ms_until(earlier(deadline, listener_next_expiry(tl))));
 	if (r < 0)
 		return errno == EINTR ? 1 : -errno;
 	*ret_progress = r > 0;
@@ -1857,6 +2019,11 @@ static int accept_round(struct tcp_listener *tl, gint64 deadline,
 		if (!pfds[i + 1].revents)
 			continue;
 		r = hello_progress(tl, snap[i], ret_conn);
+		if (r <= 0)
+			return r;
+	}
+	if (tl->gate) {
+		r = gate_progress(tl, pfds + 1 + n, ngate, ret_conn);
 		if (r <= 0)
 			return r;
 	}
@@ -1892,6 +2059,7 @@ static void tcp_listener_close(struct xport_listener *listener)
 
 	g_ptr_array_free(tl->hellos, TRUE);
 	g_ptr_array_free(tl->groups, TRUE);
+	xport_auth_gate_free(tl->gate);
 	closep(&tl->base.fd);
 	g_free(tl);
 }
@@ -1914,6 +2082,13 @@ int xport_tcp_listen(const struct xport_opts *opts, const char *host,
 	};
 	tl->hellos = g_ptr_array_new_with_free_func(hello_sock_free);
 	tl->groups = g_ptr_array_new_with_free_func(group_free);
+	if (opts->auth) {
+		r = xport_auth_gate_new(opts, true, &tl->gate);
+		if (r < 0) {
+			tcp_listener_close(&tl->base);
+			return r;
+		}
+	}
 	*ret = &tl->base;
 	return 0;
 }
