@@ -278,8 +278,11 @@ static int conn_kill(struct tcp_conn *tc, int err)
 	if (tc->killed)
 		return err;
 	tc->killed = true;
-	for (unsigned i = 0; i < tc->base.channels; i++)
+	for (unsigned i = 0; i < tc->base.channels; i++) {
 		shutdown(tc->chan[i].fd, SHUT_RDWR);
+		/* The peer learns at once, as it does of a plain socket's end. */
+		xport_tls_relay_shutdown(tc->chan[i].relay);
+	}
 	/* Shutdown ends socket ops already; the cancel catches any parked in io-wq. */
 	sqe = get_sqe(tc);
 	if (sqe) {
@@ -1570,8 +1573,9 @@ static int conn_create(const struct xport_opts *opts, int *fds, struct xport_tls
 	tc->base.fd = tc->ring.ring_fd;
 	for (unsigned i = 0; i < opts->channels; i++) {
 		rx_expect_header(&tc->chan[i]);
+		/* A first pump: records the handshake left in GnuTLS wake no poll. */
 		if (tc->chan[i].relay)
-			relay_arm(&tc->chan[i]);
+			relay_cqe(&tc->chan[i], 0);
 	}
 	ring_submit(tc);
 	*ret = tc;

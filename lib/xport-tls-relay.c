@@ -43,6 +43,7 @@ struct xport_tls_relay {
 	bool net_shut;    /* FIN sent */
 	bool net_eof;     /* the peer's session ended */
 	bool app_shut;    /* the back end was told (FIN on the pair) */
+	bool net_gone;    /* the socket said end of stream, or reset */
 	int error;
 };
 
@@ -76,11 +77,14 @@ static ssize_t relay_pull(gnutls_transport_ptr_t p, void *data, size_t size)
 	if (!buf_used(&r->in)) {
 		ssize_t got = recv(r->net, r->in.p, r->in.cap, MSG_DONTWAIT);
 
-		if (got == 0)
+		if (got == 0) {
+			r->net_gone = true;
 			return 0;
+		}
 		if (got < 0) {
 			int e = errno == EWOULDBLOCK ? EAGAIN : errno;
 
+			r->net_gone = e != EAGAIN && e != EINTR;
 			gnutls_transport_set_errno(xport_tls_gnutls(r->tls), e);
 			errno = e;
 			return -1;
@@ -212,9 +216,12 @@ static bool decrypt_more(struct xport_tls_relay *r)
 			return true;
 		}
 		if (n < 0) {
-			/* A peer gone without close_notify, or a record that does not authenticate. */
-			fail(r, n == GNUTLS_E_PREMATURE_TERMINATION || n == GNUTLS_E_PULL_ERROR
-					? -ECONNRESET : -EBADMSG);
+			/*
+			 * A peer gone without close_notify (in the middle of a
+			 * record, too), or a record that does not authenticate.
+			 */
+			fail(r, r->net_gone || n == GNUTLS_E_PREMATURE_TERMINATION ? -ECONNRESET
+								   : -EBADMSG);
 			return false;
 		}
 		r->plain.len += (size_t)n;
@@ -255,6 +262,12 @@ void xport_tls_relay_wants(const struct xport_tls_relay *r, int ret_fds[XPORT_RE
 		ret_events[XPORT_RELAY_APP] |= POLLOUT;
 	if (!r->app_eof && out_room >= RECORD_ROOM)
 		ret_events[XPORT_RELAY_APP] |= POLLIN;
+}
+
+void xport_tls_relay_shutdown(struct xport_tls_relay *r)
+{
+	if (r)
+		shutdown(r->net, SHUT_RDWR);
 }
 
 void xport_tls_relay_free(struct xport_tls_relay *r)

@@ -26,6 +26,8 @@ struct xport_tls_relay;
 int xport_tls_relay_new(struct xport_tls *tls, int net_fd, int *ret_app_fd,
 			struct xport_tls_relay **ret);
 void xport_tls_relay_free(struct xport_tls_relay *r);
+/* Ends the network side at once, both ways (a fatal error); NULL is fine. */
+void xport_tls_relay_shutdown(struct xport_tls_relay *r);
 /* Moves what it can both ways: 0, or the -errno that ended the channel. */
 int xport_tls_relay_pump(struct xport_tls_relay *r);
 

@@ -416,7 +416,9 @@ static struct reason verify_reason(unsigned status)
 					"the peer's certificate has expired or is not valid yet" };
 	if (status & GNUTLS_CERT_REVOKED)
 		return (struct reason){ -EKEYREVOKED, "the peer's certificate is revoked" };
-	if (status & (GNUTLS_CERT_SIGNER_NOT_FOUND | GNUTLS_CERT_SIGNER_NOT_CA))
+	/* Another CA's, also one that took the trusted CA's name. */
+	if (status & (GNUTLS_CERT_SIGNER_NOT_FOUND | GNUTLS_CERT_SIGNER_NOT_CA |
+		      GNUTLS_CERT_SIGNATURE_FAILURE))
 		return (struct reason){ -EKEYREJECTED,
 					"the peer's certificate is not issued by the trusted CA" };
 	if (status & GNUTLS_CERT_UNEXPECTED_OWNER)
