@@ -553,8 +553,11 @@ int main(int argc, char **argv)
 	mig_cfg_default(&cfg);
 	if (parse_args(argc, argv, &cfg, &cli) < 0)
 		return EXIT_USAGE;
-	if (load_auth(&cli, &auth) < 0)
+	if (load_auth(&cli, &auth) < 0) {
+		g_free((char *)cfg.host);
+		g_free((char *)cfg.port);
 		return EXIT_SETUP;
+	}
 	cli.tty = isatty(STDERR_FILENO);
 	cfg.cancel = &cancelled;
 	cfg.xopts.auth = auth;
