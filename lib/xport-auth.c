@@ -209,18 +209,10 @@ static int read_welcome(struct xport_tls *t, int fd, int64_t deadline,
 			uint32_t *max_msg)
 {
 	uint8_t buf[XPORT_WELCOME_SIZE];
-	struct xport_welcome w;
 	int r = t ? xport_tls_recv_all(t, fd, buf, sizeof(buf), deadline)
 		  : xport_sock_recv_all(fd, buf, sizeof(buf), deadline);
 
-	if (r < 0)
-		return r;
-	if (xport_welcome_decode(buf, sizeof(buf), &w) < 0)
-		return -EPROTO;
-	if (w.status)
-		return -(int)w.status;
-	*max_msg = MIN(*max_msg, w.max_msg);
-	return 0;
+	return r < 0 ? r : xport_welcome_result(buf, max_msg);
 }
 
 /* Plain channels: HELLO, the server's nonce, the tag over both. */

@@ -1588,22 +1588,6 @@ out_free_conn:
 
 /* ---- handshake ---- */
 
-static int read_welcome(int fd, gint64 deadline, struct xport_welcome *ret)
-{
-	uint8_t buf[XPORT_WELCOME_SIZE];
-	struct xport_welcome w;
-	int r = xport_sock_recv_all(fd, buf, sizeof(buf), deadline);
-
-	if (r < 0)
-		return r;
-	if (xport_welcome_decode(buf, sizeof(buf), &w) < 0)
-		return -EPROTO;
-	if (w.status)
-		return -(int)w.status;
-	*ret = w;
-	return 0;
-}
-
 /* Without authentication: every channel's HELLO, then every WELCOME. */
 static int handshake(struct xport_hello hello, const int *fds, unsigned n,
 		     gint64 deadline, uint32_t *ret_peer_max_msg)
@@ -1621,12 +1605,11 @@ static int handshake(struct xport_hello hello, const int *fds, unsigned n,
 			return r;
 	}
 	for (unsigned c = 0; c < n; c++) {
-		struct xport_welcome w;
-
-		r = read_welcome(fds[c], deadline, &w);
+		r = xport_sock_recv_all(fds[c], buf, XPORT_WELCOME_SIZE, deadline);
+		if (r == 0)
+			r = xport_welcome_result(buf, &peer_max_msg);
 		if (r < 0)
 			return r;
-		peer_max_msg = MIN(peer_max_msg, w.max_msg);
 	}
 	*ret_peer_max_msg = peer_max_msg;
 	return 0;

@@ -114,31 +114,45 @@ static ssize_t relay_push(gnutls_transport_ptr_t p, const void *data, size_t siz
 
 /* ---- the four moves; each says whether it got anywhere ---- */
 
-/* Ciphertext to the network; after the last of it, FIN if the back end left. */
-static bool flush_out(struct xport_tls_relay *r)
+/*
+ * Sends what b holds to fd until the socket is full; then, once b is empty
+ * and *done_sending says the stream has ended, half-closes fd (once).
+ * Whether anything moved; a socket error is -errno in *ret_err.
+ */
+static bool drain(int fd, struct buf *b, bool done_sending, bool *shut, int *ret_err)
 {
 	bool moved = false;
 
-	while (buf_used(&r->out)) {
-		ssize_t n = send(r->net, r->out.p + r->out.off, buf_used(&r->out),
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (buf_used(b)) {
+		ssize_t n = send(fd, b->p + b->off, buf_used(b), MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return moved;
 		if (n <= 0) {
-			fail(r, xport_sock_error(n < 0 ? -errno : 0));
+			*ret_err = n < 0 ? -errno : -EIO;
 			return false;
 		}
-		r->out.off += (size_t)n;
+		b->off += (size_t)n;
 		moved = true;
 	}
-	if (r->app_eof && !r->net_shut) {
-		shutdown(r->net, SHUT_WR);
-		r->net_shut = true;
+	if (done_sending && !*shut) {
+		shutdown(fd, SHUT_WR);
+		*shut = true;
 		moved = true;
 	}
+	return moved;
+}
+
+/* Ciphertext to the network; after the last of it, FIN if the back end left. */
+static bool flush_out(struct xport_tls_relay *r)
+{
+	int err = 0;
+	bool moved = drain(r->net, &r->out, r->app_eof, &r->net_shut, &err);
+
+	if (err)
+		fail(r, xport_sock_error(err));
 	return moved;
 }
 
@@ -175,28 +189,12 @@ static bool encrypt_more(struct xport_tls_relay *r)
 /* Plaintext to the back end; once all is there after the peer's end, FIN. */
 static bool deliver(struct xport_tls_relay *r)
 {
-	bool moved = false;
+	int err = 0;
+	bool moved = drain(r->app, &r->plain, r->net_eof, &r->app_shut, &err);
 
-	while (buf_used(&r->plain)) {
-		ssize_t n = send(r->app, r->plain.p + r->plain.off, buf_used(&r->plain),
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return moved;
-		if (n <= 0) {
-			fail(r, -ECONNRESET);
-			return false;
-		}
-		r->plain.off += (size_t)n;
-		moved = true;
-	}
-	if (r->net_eof && !r->app_shut) {
-		shutdown(r->app, SHUT_WR);
-		r->app_shut = true;
-		moved = true;
-	}
+	/* The back end's end is gone: the connection is being torn down. */
+	if (err)
+		fail(r, -ECONNRESET);
 	return moved;
 }
 

@@ -571,39 +571,14 @@ int xport_tls_handshake_wait(struct xport_tls *t, int fd, int64_t deadline,
 	}
 }
 
-int xport_tls_send_all(struct xport_tls *t, int fd, const void *buf, size_t len,
-		       int64_t deadline)
+/* Whole-buffer record I/O with a deadline, one way or the other. */
+static int tls_all(struct xport_tls *t, int fd, uint8_t *p, size_t len, int64_t deadline,
+		   bool sending)
 {
-	const uint8_t *p = buf;
-
 	while (len) {
 		short events = 0;
-		ssize_t n = xport_tls_send(t, p, len, &events);
-		int r;
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n != -EAGAIN)
-			return n < 0 ? (int)n : -EIO;
-		/* GnuTLS wants the same call again once the socket has room. */
-		r = xport_sock_wait(fd, events, deadline);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-int xport_tls_recv_all(struct xport_tls *t, int fd, void *buf, size_t len,
-		       int64_t deadline)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		short events = 0;
-		ssize_t n = xport_tls_recv(t, p, len, &events);
+		ssize_t n = sending ? xport_tls_send(t, p, len, &events)
+				    : xport_tls_recv(t, p, len, &events);
 		int r;
 
 		if (n > 0) {
@@ -612,14 +587,27 @@ int xport_tls_recv_all(struct xport_tls *t, int fd, void *buf, size_t len,
 			continue;
 		}
 		if (n == 0)
-			return -ECONNRESET;
+			return sending ? -EIO : -ECONNRESET;
 		if (n != -EAGAIN)
 			return (int)n;
+		/* Sending, GnuTLS wants the same call again once there is room. */
 		r = xport_sock_wait(fd, events, deadline);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+int xport_tls_send_all(struct xport_tls *t, int fd, const void *buf, size_t len,
+		       int64_t deadline)
+{
+	return tls_all(t, fd, (uint8_t *)buf, len, deadline, true);
+}
+
+int xport_tls_recv_all(struct xport_tls *t, int fd, void *buf, size_t len,
+		       int64_t deadline)
+{
+	return tls_all(t, fd, buf, len, deadline, false);
 }
 
 int xport_tls_export(struct xport_tls *t, const char *label, void *out, size_t len)

@@ -162,6 +162,18 @@ int xport_welcome_decode(const void *buf, size_t len, struct xport_welcome *ret)
 	return 0;
 }
 
+int xport_welcome_result(const uint8_t buf[XPORT_WELCOME_SIZE], uint32_t *max_msg)
+{
+	struct xport_welcome w;
+
+	if (xport_welcome_decode(buf, XPORT_WELCOME_SIZE, &w) < 0)
+		return -EPROTO;
+	if (w.status)
+		return -(int)w.status;
+	*max_msg = MIN(*max_msg, w.max_msg);
+	return 0;
+}
+
 void xport_region_encode(const struct xport_region_wire *region,
 			 uint8_t out[XPORT_REGION_DESC_SIZE])
 {

@@ -60,6 +60,11 @@ struct xport_welcome {
 void xport_welcome_encode(const struct xport_welcome *welcome,
 			  uint8_t out[XPORT_WELCOME_SIZE]);
 int xport_welcome_decode(const void *buf, size_t len, struct xport_welcome *ret);
+/*
+ * A client's reading of a reply: 0 (*max_msg lowered to the server's
+ * largest SEND), -EPROTO if malformed, or the -errno the server refused with.
+ */
+int xport_welcome_result(const uint8_t buf[XPORT_WELCOME_SIZE], uint32_t *max_msg);
 
 /*
  * tcp, with authentication: the server's answer to a plain channel's bound
