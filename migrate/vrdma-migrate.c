@@ -474,21 +474,27 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		log_error("%s needs %s and --owner", argv[1], cli->incoming ? "--listen" : "--to");
 		return -EINVAL;
 	}
+	if ((cli->auth.hostname || cfg->xopts.encrypt) && !cli->auth.x509_dir &&
+	    !cli->auth.psk_file) {
+		log_error("--tls-hostname and --tls-encrypt need --tls-creds or --psk-file");
+		return -EINVAL;
+	}
+	if (cfg->xopts.encrypt && (cfg->xopts.kind == XPORT_KIND_RDMA ||
+				   (cfg->xopts.kind == XPORT_KIND_AUTO && xport_rdma_device_count() > 0))) {
+		log_error("--tls-encrypt is for the tcp transport (RDMA WRITEs bypass the CPU): "
+			  "add --transport tcp");
+		return -EINVAL;
+	}
+	if (cli->auth.hostname && !cli->auth.x509_dir) {
+		log_error("--tls-hostname needs --tls-creds (a pre-shared key names no host)");
+		return -EINVAL;
+	}
 	if (xport_parse_hostport(addr, (char **)&cfg->host, (char **)&cfg->port) < 0) {
 		log_error("bad address '%s': want HOST:PORT", addr);
 		return -EINVAL;
 	}
 	if (!cli->incoming && !*cfg->host) {
 		log_error("--to needs a host");
-		return -EINVAL;
-	}
-	if ((cli->auth.hostname || cfg->xopts.encrypt) && !cli->auth.x509_dir &&
-	    !cli->auth.psk_file) {
-		log_error("--tls-hostname and --tls-encrypt need --tls-creds or --psk-file");
-		return -EINVAL;
-	}
-	if (cli->auth.hostname && !cli->auth.x509_dir) {
-		log_error("--tls-hostname needs --tls-creds (a pre-shared key names no host)");
 		return -EINVAL;
 	}
 	cli->auth.server = cli->incoming;
