@@ -20,19 +20,23 @@
 #include <netdb.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
 
 #include "util.h"
+#include "xport-auth.h"
 #include "xport-internal.h"
+#include "xport-sock.h"
 #include "xport-wire.h"
 
 #define RECV_WR_FLAG (1ull << 63)
 #define POLL_BATCH 32
 #define MAX_BOUNCE 64
 #define MAX_PENDING_CONNS 16
+#define PORT_TRIES 8 /* "any port" with authentication: one free for both */
 #define MAX_RD_ATOMIC 16
 /* 4.096 us * 2^16 = 268 ms per try, 7 tries: a vanished peer shows in ~2 s. */
 #define ACK_TIMEOUT_EXP 16
@@ -93,6 +97,8 @@ struct rdma_conn {
 	/* Server side, while the channels of a connection come in. */
 	uint64_t token;
 	unsigned established;
+	/* Client side, with authentication: what each channel proves. */
+	const struct xport_binding *binding;
 };
 
 struct rdma_listener {
@@ -100,6 +106,12 @@ struct rdma_listener {
 	struct rdma_event_channel *events;
 	struct rdma_cm_id *id;
 	GPtrArray *pending; /* struct rdma_conn * */
+	/*
+	 * With authentication: the handshake's TCP socket, on the same port
+	 * number, and the gate its streams go through.
+	 */
+	int auth_fd;
+	struct xport_auth_gate *gate;
 };
 
 static const struct xport_conn_ops rdma_conn_ops;
@@ -400,7 +412,8 @@ static int connect_channel(struct rdma_conn *c, unsigned index,
 		.recv_depth = c->base.opts.recv_depth,
 		.token = c->token,
 	};
-	uint8_t priv[XPORT_HELLO_SIZE];
+	uint8_t priv[XPORT_BOUND_HELLO_SIZE];
+	uint8_t priv_len = XPORT_HELLO_SIZE;
 	struct rdma_conn_param param;
 	struct rdma_cm_event *ev;
 	uint32_t peer_max_msg = 0;
@@ -412,8 +425,18 @@ static int connect_channel(struct rdma_conn *c, unsigned index,
 	r = channel_create_qp(c, ch);
 	if (r < 0)
 		return r;
-	xport_hello_encode(&hello, priv);
-	conn_param_init(c, &param, priv, sizeof(priv));
+	if (c->binding) {
+		/* Bound to the handshake, this address and this QP: a copy is no use elsewhere. */
+		hello.flags = XPORT_HELLO_F_BOUND;
+		r = xport_auth_rdma_hello(c->binding, &hello, rdma_get_local_addr(ch->id),
+					  ch->id->qp->qp_num, priv);
+		if (r < 0)
+			return r;
+		priv_len = XPORT_BOUND_HELLO_SIZE;
+	} else {
+		xport_hello_encode(&hello, priv);
+	}
+	conn_param_init(c, &param, priv, priv_len);
 	if (rdma_connect(ch->id, &param))
 		return -errno;
 	r = next_cm_event(c->events, deadline, &ev);
@@ -450,11 +473,28 @@ int xport_rdma_connect(const struct xport_opts *opts, const char *host,
 	struct rdma_conn *c;
 	int r;
 
+	struct xport_binding b;
+	struct xport_hello hello = {
+		.nchannels = (uint16_t)opts->channels,
+		.max_msg = opts->max_msg,
+		.recv_depth = opts->recv_depth,
+		.token = xport_random_u64(),
+	};
+
 	r = getaddrinfo(host, port, &hints, &dst);
 	if (r)
 		return r == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	/* With authentication, the handshake (over TCP) before any QP. */
+	if (opts->auth) {
+		r = xport_auth_handshake(opts, host, port, &hello, deadline, &b);
+		if (r < 0) {
+			freeaddrinfo(dst);
+			return r;
+		}
+	}
 	c = conn_new(opts, opts->channels);
-	c->token = xport_random_u64();
+	c->token = hello.token;
+	c->binding = opts->auth ? &b : NULL;
 	c->events = rdma_create_event_channel();
 	if (!c->events) {
 		r = -errno;
@@ -465,6 +505,8 @@ int xport_rdma_connect(const struct xport_opts *opts, const char *host,
 		r = connect_channel(c, i, dst, deadline);
 	if (r == 0)
 		r = conn_make_pollable(c);
+	c->binding = NULL;
+	gnutls_memset(&b, 0, sizeof(b));
 	if (r < 0)
 		goto out_free;
 	freeaddrinfo(dst);
@@ -479,22 +521,73 @@ out_free:
 
 /* ---- server ---- */
 
-int xport_rdma_listen(const struct xport_opts *opts, const char *host,
-		      const char *port, struct xport_listener **ret)
+/* Who was refused and why, for the listener's owner to log. */
+static void tell_refused(const struct rdma_listener *l, const struct sockaddr *peer,
+			 socklen_t len, int err, const char *reason)
+{
+	if (l->base.opts.on_refused)
+		l->base.opts.on_refused(l->base.opts.refused_opaque, peer, len, err, reason);
+}
+
+static int bind_and_listen(struct rdma_listener *l, const char *host, const char *port)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE,
 	};
 	struct addrinfo *local = NULL;
+	int r = getaddrinfo(host && *host ? host : NULL, port, &hints, &local);
+
+	if (r)
+		return r == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+	r = 0;
+	if (rdma_create_id(l->events, &l->id, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l->id, local->ai_addr) || rdma_listen(l->id, 64))
+		r = -errno;
+	freeaddrinfo(local);
+	return r;
+}
+
+/*
+ * The authentication handshake's TCP socket first (on port 0 the kernel
+ * picks), then rdma_cm on the same number; "any port" tries again when
+ * rdma_cm has that one taken.
+ */
+static int listen_with_auth(struct rdma_listener *l, const char *host, const char *port)
+{
+	int r = -EADDRINUSE;
+
+	for (int tries = 0; r == -EADDRINUSE && tries < PORT_TRIES; tries++) {
+		char bound[16];
+		int tcp_port;
+
+		closep(&l->auth_fd);
+		if (l->id) {
+			rdma_destroy_id(l->id);
+			l->id = NULL;
+		}
+		r = xport_sock_listen(host, port, &l->auth_fd, &tcp_port);
+		if (r < 0)
+			return r;
+		snprintf(bound, sizeof(bound), "%d", tcp_port);
+		r = bind_and_listen(l, host, bound);
+		if (strcmp(port, "0") != 0)
+			break;
+	}
+	if (r < 0)
+		return r;
+	return xport_auth_gate_new(&l->base.opts, false, &l->gate);
+}
+
+int xport_rdma_listen(const struct xport_opts *opts, const char *host,
+		      const char *port, struct xport_listener **ret)
+{
 	struct rdma_listener *l;
 	int r;
 
-	r = getaddrinfo(host && *host ? host : NULL, port, &hints, &local);
-	if (r)
-		return r == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
 	l = g_new0(struct rdma_listener, 1);
 	l->base.ops = &rdma_listener_ops;
 	l->base.opts = *opts;
+	l->auth_fd = -1;
 	l->pending = g_ptr_array_new();
 	l->events = rdma_create_event_channel();
 	if (!l->events) {
@@ -504,36 +597,30 @@ int xport_rdma_listen(const struct xport_opts *opts, const char *host,
 	r = set_nonblock(l->events->fd);
 	if (r < 0)
 		goto out_close;
-	if (rdma_create_id(l->events, &l->id, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(l->id, local->ai_addr) || rdma_listen(l->id, 64)) {
-		r = -errno;
+	r = opts->auth ? listen_with_auth(l, host, port) : bind_and_listen(l, host, port);
+	if (r < 0)
 		goto out_close;
-	}
-	freeaddrinfo(local);
 	l->base.fd = l->events->fd;
 	l->base.port = ntohs(rdma_get_src_port(l->id));
 	*ret = &l->base;
 	return 0;
 
 out_close:
-	freeaddrinfo(local);
 	l->base.ops->close(&l->base);
 	return r;
 }
 
-static void reject_request(const struct rdma_listener *l, struct rdma_cm_id *id, int err)
+static void reject_request(const struct rdma_listener *l, struct rdma_cm_id *id, int err,
+			   const char *reason)
 {
 	struct xport_welcome w = { .status = (uint16_t)-err };
 	uint8_t priv[XPORT_WELCOME_SIZE];
 	struct sockaddr *peer = rdma_get_peer_addr(id);
 
-	/* Who was refused and why, for the listener's owner to log. */
-	if (l->base.opts.on_refused)
-		l->base.opts.on_refused(l->base.opts.refused_opaque, peer,
-					!peer ? 0 : peer->sa_family == AF_INET6 ?
-						    sizeof(struct sockaddr_in6) :
-						    sizeof(struct sockaddr_in), err);
-
+	tell_refused(l, peer,
+		     !peer ? 0 : peer->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+							     : sizeof(struct sockaddr_in),
+		     err, reason);
 	xport_welcome_encode(&w, priv);
 	rdma_reject(id, priv, sizeof(priv));
 }
@@ -555,8 +642,32 @@ static void pending_drop(struct rdma_listener *l, struct rdma_conn *c)
 	conn_free(c);
 }
 
+/*
+ * The request's HELLO; with authentication it must be bound to a handshake
+ * the gate holds a key for, and to the requester's address and QP.
+ */
+static int read_request(struct rdma_listener *l, const struct rdma_cm_event *ev,
+			struct xport_hello *ret, const char **ret_reason)
+{
+	const void *priv = ev->param.conn.private_data;
+	uint8_t len = ev->param.conn.private_data_len;
+	uint8_t tag[XPORT_TAG_SIZE];
+	int r;
+
+	if (l->gate)
+		return xport_auth_gate_check_rdma(l->gate, priv, len, rdma_get_peer_addr(ev->id),
+						  ev->param.conn.qp_num, ret, ret_reason);
+	r = xport_hello_decode(priv, len, ret);
+	if (r < 0 && xport_bound_hello_decode(priv, len, ret, tag) == 0) {
+		*ret_reason = "the peer authenticates, and this side has no credentials";
+		return -EPROTONOSUPPORT;
+	}
+	return r;
+}
+
 /* A channel of a connection asks to join: set it up and accept it. */
-static int on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev)
+static int on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev,
+			      const char **ret_reason)
 {
 	struct rdma_cm_id *id = ev->id;
 	struct xport_welcome w = { .max_msg = l->base.opts.max_msg };
@@ -567,8 +678,7 @@ static int on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev)
 	struct rdma_conn *c;
 	int r;
 
-	r = xport_hello_decode(ev->param.conn.private_data,
-			       ev->param.conn.private_data_len, &hello);
+	r = read_request(l, ev, &hello, ret_reason);
 	if (r < 0)
 		return r;
 	c = pending_find(l, hello.token);
@@ -615,6 +725,9 @@ out_drop:
 static int finish_conn(struct rdma_listener *l, struct rdma_conn *c)
 {
 	g_ptr_array_remove(l->pending, c);
+	/* Whole: the handshake's key admits no further channel. */
+	if (l->gate)
+		xport_auth_gate_forget(l->gate, c->token);
 	c->events = rdma_create_event_channel();
 	if (!c->events)
 		return -errno;
@@ -624,6 +737,58 @@ static int finish_conn(struct rdma_listener *l, struct rdma_conn *c)
 	return conn_make_pollable(c);
 }
 
+/* Authentication streams on the TCP socket go to the gate. */
+static void accept_auth(struct rdma_listener *l)
+{
+	for (;;) {
+		int fd = accept4(l->auth_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0 && errno == EINTR)
+			continue;
+		if (fd < 0)
+			return; /* EAGAIN, or that one connection's error */
+		xport_auth_gate_add(l->gate, fd);
+	}
+}
+
+static int64_t earlier(int64_t a, int64_t b)
+{
+	if (a < 0)
+		return b;
+	return b < 0 ? a : MIN(a, b);
+}
+
+/* The next CM event; with authentication, the handshakes move meanwhile. */
+static int listener_next_event(struct rdma_listener *l, int64_t deadline,
+			       struct rdma_cm_event **ret_event)
+{
+	if (!l->gate)
+		return next_cm_event(l->events, deadline, ret_event);
+	for (;;) {
+		struct pollfd pfds[2 + XPORT_AUTH_GATE_MAX_SOCKETS] = {
+			{ .fd = l->events->fd, .events = POLLIN },
+			{ .fd = l->auth_fd, .events = POLLIN },
+		};
+		unsigned n;
+		int r;
+
+		if (rdma_get_cm_event(l->events, ret_event) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		n = xport_auth_gate_pollfds(l->gate, pfds + 2, XPORT_AUTH_GATE_MAX_SOCKETS);
+		r = poll(pfds, 2 + n,
+			 xport_ms_until(earlier(deadline, xport_auth_gate_deadline(l->gate))));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r == 0 && deadline >= 0 && xport_now_ms() >= deadline)
+			return -ETIMEDOUT;
+		xport_auth_gate_step(l->gate, pfds + 2, r > 0 ? n : 0);
+		if (r > 0 && pfds[1].revents)
+			accept_auth(l);
+	}
+}
+
 static int rdma_accept_conn(struct xport_listener *base, int timeout_ms,
 			    struct xport_conn **ret_conn)
 {
@@ -631,20 +796,21 @@ static int rdma_accept_conn(struct xport_listener *base, int timeout_ms,
 	int64_t deadline = xport_deadline_after(timeout_ms);
 
 	for (;;) {
+		const char *reason = NULL;
 		struct rdma_cm_event *ev;
 		struct rdma_conn *c;
-		int r = next_cm_event(l->events, deadline, &ev);
+		int r = listener_next_event(l, deadline, &ev);
 
 		if (r < 0)
 			return r;
 		c = ev->id->context;
 		switch (ev->event) {
 		case RDMA_CM_EVENT_CONNECT_REQUEST:
-			r = on_connect_request(l, ev);
+			r = on_connect_request(l, ev, &reason);
 			if (r < 0) {
 				struct rdma_cm_id *id = ev->id;
 
-				reject_request(l, id, r);
+				reject_request(l, id, r, reason);
 				rdma_ack_cm_event(ev);
 				rdma_destroy_id(id);
 				continue;
@@ -692,6 +858,8 @@ static void rdma_listener_close(struct xport_listener *base)
 		rdma_destroy_id(l->id);
 	if (l->events)
 		rdma_destroy_event_channel(l->events);
+	xport_auth_gate_free(l->gate);
+	closep(&l->auth_fd);
 	g_free(l);
 }
 

@@ -12,6 +12,8 @@
 #define HELLO_MAGIC 0x49485856u   /* "VXHI" */
 #define WELCOME_MAGIC 0x41485856u /* "VXHA" */
 #define REGION_MAGIC 0x44525856u  /* "VXRD" */
+#define CHALLENGE_MAGIC 0x43415856u /* "VXAC" */
+#define HELLO_FLAGS (XPORT_HELLO_F_BOUND | XPORT_HELLO_F_AUTH | XPORT_HELLO_F_ENCRYPT)
 
 static bool all_zero(const uint8_t *p, size_t n)
 {
@@ -29,6 +31,7 @@ void xport_hello_encode(const struct xport_hello *hello,
 	put_le16(out + 4, XPORT_WIRE_VERSION);
 	put_le16(out + 6, hello->channel);
 	put_le16(out + 8, hello->nchannels);
+	put_le16(out + 10, hello->flags);
 	put_le32(out + 12, hello->max_msg);
 	put_le32(out + 16, hello->recv_depth);
 	put_le64(out + 20, hello->token);
@@ -46,21 +49,28 @@ static int check_length(const uint8_t *p, size_t len, size_t want)
 	return all_zero(p + want, len - want) ? 0 : -EBADMSG;
 }
 
-int xport_hello_decode(const void *buf, size_t len, struct xport_hello *ret)
+/* The first XPORT_HELLO_SIZE bytes of p, whatever follows. */
+static int hello_fields(const uint8_t *p, struct xport_hello *ret)
 {
-	const uint8_t *p = buf;
 	struct xport_hello h;
 
-	if (check_length(p, len, XPORT_HELLO_SIZE) < 0 || get_le32(p) != HELLO_MAGIC)
+	if (get_le32(p) != HELLO_MAGIC)
 		return -EBADMSG;
 	if (get_le16(p + 4) != XPORT_WIRE_VERSION)
 		return -EPROTONOSUPPORT;
 	h.channel = get_le16(p + 6);
 	h.nchannels = get_le16(p + 8);
+	h.flags = get_le16(p + 10);
 	h.max_msg = get_le32(p + 12);
 	h.recv_depth = get_le32(p + 16);
 	h.token = get_le64(p + 20);
-	if (get_le16(p + 10) || !all_zero(p + 28, 4))
+	if (!all_zero(p + 28, 4) || (h.flags & ~HELLO_FLAGS))
+		return -EBADMSG;
+	/* Authentication and encryption only ever come with a binding. */
+	if ((h.flags & (XPORT_HELLO_F_AUTH | XPORT_HELLO_F_ENCRYPT)) &&
+	    !(h.flags & XPORT_HELLO_F_BOUND))
+		return -EBADMSG;
+	if ((h.flags & XPORT_HELLO_F_AUTH) && h.channel != 0)
 		return -EBADMSG;
 	if (h.nchannels < 1 || h.nchannels > XPORT_MAX_CHANNELS ||
 	    h.channel >= h.nchannels)
@@ -69,6 +79,56 @@ int xport_hello_decode(const void *buf, size_t len, struct xport_hello *ret)
 	    h.recv_depth < 1 || h.recv_depth > XPORT_MAX_DEPTH)
 		return -EBADMSG;
 	*ret = h;
+	return 0;
+}
+
+int xport_hello_decode(const void *buf, size_t len, struct xport_hello *ret)
+{
+	const uint8_t *p = buf;
+
+	if (check_length(p, len, XPORT_HELLO_SIZE) < 0)
+		return -EBADMSG;
+	return hello_fields(p, ret);
+}
+
+int xport_bound_hello_decode(const void *buf, size_t len, struct xport_hello *ret,
+			     uint8_t ret_tag[XPORT_TAG_SIZE])
+{
+	const uint8_t *p = buf;
+	struct xport_hello h;
+	int r;
+
+	if (check_length(p, len, XPORT_BOUND_HELLO_SIZE) < 0)
+		return -EBADMSG;
+	r = hello_fields(p, &h);
+	if (r < 0)
+		return r;
+	if (!(h.flags & XPORT_HELLO_F_BOUND))
+		return -EBADMSG;
+	memcpy(ret_tag, p + XPORT_HELLO_SIZE, XPORT_TAG_SIZE);
+	*ret = h;
+	return 0;
+}
+
+void xport_challenge_encode(uint64_t nonce, uint8_t out[XPORT_CHALLENGE_SIZE])
+{
+	memset(out, 0, XPORT_CHALLENGE_SIZE);
+	put_le32(out, CHALLENGE_MAGIC);
+	put_le16(out + 4, XPORT_WIRE_VERSION);
+	put_le64(out + 8, nonce);
+}
+
+int xport_challenge_decode(const void *buf, size_t len, uint64_t *ret_nonce)
+{
+	const uint8_t *p = buf;
+
+	if (!p || len != XPORT_CHALLENGE_SIZE || get_le32(p) != CHALLENGE_MAGIC)
+		return -EBADMSG;
+	if (get_le16(p + 4) != XPORT_WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	if (get_le16(p + 6))
+		return -EBADMSG;
+	*ret_nonce = get_le64(p + 8);
 	return 0;
 }
 
@@ -99,6 +159,18 @@ int xport_welcome_decode(const void *buf, size_t len, struct xport_welcome *ret)
 	if (w.status == 0 && (w.max_msg < XPORT_MIN_MSG || w.max_msg > XPORT_MAX_MSG))
 		return -EBADMSG;
 	*ret = w;
+	return 0;
+}
+
+int xport_welcome_result(const uint8_t buf[XPORT_WELCOME_SIZE], uint32_t *max_msg)
+{
+	struct xport_welcome w;
+
+	if (xport_welcome_decode(buf, XPORT_WELCOME_SIZE, &w) < 0)
+		return -EPROTO;
+	if (w.status)
+		return -(int)w.status;
+	*max_msg = MIN(*max_msg, w.max_msg);
 	return 0;
 }
 

@@ -23,16 +23,33 @@
 
 /* Connection request: one per channel (rdma_cm private data: <= 56 bytes). */
 #define XPORT_HELLO_SIZE 32
+/*
+ * Hello flags (all zero without authentication, as before they existed).
+ * BOUND: the sender proves with a tag (XPORT_TAG_SIZE bytes, see
+ * xport-auth.h) that the channel belongs to an authenticated handshake;
+ * AUTH: this stream is that handshake (inside TLS), channel 0; ENCRYPT: tcp
+ * channels carry TLS records.  AUTH and ENCRYPT need BOUND.
+ */
+#define XPORT_HELLO_F_BOUND (1u << 0)
+#define XPORT_HELLO_F_AUTH (1u << 1)
+#define XPORT_HELLO_F_ENCRYPT (1u << 2)
+#define XPORT_TAG_SIZE 16
+/* A hello followed by its tag: the AUTH message, rdma private data, a TLS channel's first record. */
+#define XPORT_BOUND_HELLO_SIZE (XPORT_HELLO_SIZE + XPORT_TAG_SIZE)
 struct xport_hello {
 	uint16_t channel;
 	uint16_t nchannels;
 	uint32_t max_msg;    /* largest SEND the sender accepts */
 	uint32_t recv_depth; /* receive buffers the sender posts per channel */
 	uint64_t token;      /* ties the channels of one connection together */
+	uint16_t flags;      /* XPORT_HELLO_F_* */
 };
 void xport_hello_encode(const struct xport_hello *hello,
 			uint8_t out[XPORT_HELLO_SIZE]);
 int xport_hello_decode(const void *buf, size_t len, struct xport_hello *ret);
+/* A hello with BOUND set and its tag; longer input must be zero-padded. */
+int xport_bound_hello_decode(const void *buf, size_t len, struct xport_hello *ret,
+			     uint8_t ret_tag[XPORT_TAG_SIZE]);
 
 /* Connection reply. */
 #define XPORT_WELCOME_SIZE 16
@@ -43,6 +60,23 @@ struct xport_welcome {
 void xport_welcome_encode(const struct xport_welcome *welcome,
 			  uint8_t out[XPORT_WELCOME_SIZE]);
 int xport_welcome_decode(const void *buf, size_t len, struct xport_welcome *ret);
+/*
+ * A client's reading of a reply: 0 (*max_msg lowered to the server's
+ * largest SEND), -EPROTO if malformed, or the -errno the server refused with.
+ */
+int xport_welcome_result(const uint8_t buf[XPORT_WELCOME_SIZE], uint32_t *max_msg);
+
+/*
+ * tcp, with authentication: the server's answer to a plain channel's bound
+ * HELLO, a fresh nonce the channel's tag must cover (so a tag seen on the
+ * wire is worth nothing on another socket).
+ */
+#define XPORT_CHALLENGE_SIZE 16
+void xport_challenge_encode(uint64_t nonce, uint8_t out[XPORT_CHALLENGE_SIZE]);
+int xport_challenge_decode(const void *buf, size_t len, uint64_t *ret_nonce);
+
+/* The authentication handshake's answer: a welcome and its tag (READY). */
+#define XPORT_BOUND_WELCOME_SIZE (XPORT_WELCOME_SIZE + XPORT_TAG_SIZE)
 
 /* Region descriptor, see xport_mr_describe(). */
 struct xport_region_wire {

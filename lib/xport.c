@@ -11,6 +11,7 @@
 
 #include "util.h"
 #include "xport-internal.h"
+#include "xport-tls.h"
 #include "xport-wire.h"
 
 void xport_opts_init(struct xport_opts *opts)
@@ -101,6 +102,16 @@ static enum xport_kind resolve_kind(enum xport_kind kind)
 	return xport_rdma_device_count() > 0 ? XPORT_KIND_RDMA : XPORT_KIND_TCP;
 }
 
+/* Credentials of the right side; encryption only with them, and on tcp. */
+static int auth_check(const struct xport_opts *opts, bool server)
+{
+	if (opts->auth && xport_auth_is_server(opts->auth) != server)
+		return -EINVAL;
+	if (opts->encrypt && (!opts->auth || opts->kind != XPORT_KIND_TCP))
+		return -EINVAL;
+	return 0;
+}
+
 int xport_listen(const struct xport_opts *opts, const char *host,
 		 const char *port, struct xport_listener **ret_listener)
 {
@@ -112,6 +123,9 @@ int xport_listen(const struct xport_opts *opts, const char *host,
 	if (!port || !ret_listener)
 		return -EINVAL;
 	o.kind = resolve_kind(o.kind);
+	r = auth_check(&o, true);
+	if (r < 0)
+		return r;
 	if (o.kind == XPORT_KIND_RDMA)
 		return xport_rdma_listen(&o, host, port, ret_listener);
 	return xport_tcp_listen(&o, host, port, ret_listener);
@@ -152,6 +166,9 @@ int xport_connect(const struct xport_opts *opts, const char *host,
 	if (!host || !*host || !port || !ret_conn)
 		return -EINVAL;
 	o.kind = resolve_kind(o.kind);
+	r = auth_check(&o, false);
+	if (r < 0)
+		return r;
 	if (o.kind == XPORT_KIND_RDMA)
 		return xport_rdma_connect(&o, host, port, ret_conn);
 	return xport_tcp_connect(&o, host, port, ret_conn);

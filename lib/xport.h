@@ -41,6 +41,8 @@ enum xport_zerocopy {
 	XPORT_ZC_ON,
 };
 
+struct xport_auth;
+
 struct xport_opts {
 	enum xport_kind kind;
 	unsigned channels;        /* 1..XPORT_MAX_CHANNELS */
@@ -51,13 +53,54 @@ struct xport_opts {
 	int timeout_ms;           /* connection setup; <0: wait forever */
 	enum xport_zerocopy zerocopy;
 	/*
-	 * Listeners: told once of each connection refused while accepting,
-	 * with the peer's address (len 0 if unknown) and why (-errno), so the
-	 * caller can log it.  NULL: nobody is told.
+	 * Authentication (NULL: none, anyone who reaches the port is served).
+	 * Both sides need credentials; the connection is only made after a
+	 * mutually authenticated TLS handshake, every channel bound to it.
+	 * Must outlive the listeners and connections made with it.
 	 */
-	void (*on_refused)(void *opaque, const struct sockaddr *peer, socklen_t len, int err);
+	const struct xport_auth *auth;
+	/* tcp, with auth: every channel's bytes travel as TLS records. */
+	bool encrypt;
+	/*
+	 * Told once of each connection refused while accepting (listeners), or
+	 * of an authentication that failed while connecting (clients), with the
+	 * peer's address (len 0 if unknown), why (-errno) and, where there is
+	 * more to say than the errno (authentication), a static sentence
+	 * (else NULL), so the caller can log it.  NULL: nobody is told.
+	 */
+	void (*on_refused)(void *opaque, const struct sockaddr *peer, socklen_t len,
+			   int err, const char *reason);
 	void *refused_opaque;
 };
+
+/*
+ * Credentials for authentication, as QEMU's tls-creds-x509 and
+ * tls-creds-psk take them.  Key files must be neither readable nor writable
+ * by group or others (-EPERM).  -ENOENT and the like for a missing file,
+ * -EBADMSG for one that does not parse; *ret_file (may be NULL; g_free it)
+ * then names the file.
+ */
+struct xport_auth_cfg {
+	bool server;
+	/*
+	 * QEMU's layout: ca-cert.pem (the CA that signs both sides), ca-crl.pem
+	 * (optional), and server-cert.pem + server-key.pem on the server,
+	 * client-cert.pem + client-key.pem on the client.
+	 */
+	const char *x509_dir;
+	/* "IDENTITY:HEXKEY" lines, as psktool writes them.  With x509_dir too,
+	 * the handshake runs on the certificates and also proves the key. */
+	const char *psk_file;
+	/*
+	 * The name the peer's certificate must carry.  Client: NULL checks the
+	 * host it connects to; server: NULL takes any certificate of the CA.
+	 */
+	const char *hostname;
+};
+
+int xport_auth_new(const struct xport_auth_cfg *cfg, struct xport_auth **ret_auth,
+		   char **ret_file);
+void xport_auth_free(struct xport_auth *auth);
 
 void xport_opts_init(struct xport_opts *opts);
 const char *xport_kind_name(enum xport_kind kind);

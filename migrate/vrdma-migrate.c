@@ -43,6 +43,7 @@ struct cli {
 	bool line_open;
 	const char *metrics_path; /* --metrics-file */
 	bool metrics_warned;
+	struct xport_auth_cfg auth; /* --tls-creds, --psk-file, --tls-hostname */
 };
 
 static volatile sig_atomic_t cancelled;
@@ -318,11 +319,24 @@ static void usage(FILE *f)
 		"  --json                newline-delimited JSON events on stdout\n"
 		"  --metrics-file PATH   the state after each event, Prometheus text format,\n"
 		"                        replaced atomically (node_exporter textfile collector)\n"
+		"  --tls-creds DIR       authenticate both sides with x509 certificates, QEMU's\n"
+		"                        layout: ca-cert.pem, server-cert.pem and server-key.pem\n"
+		"                        (incoming), client-cert.pem and client-key.pem (send)\n"
+		"  --psk-file FILE       authenticate with a pre-shared key: IDENTITY:HEXKEY lines\n"
+		"                        (psktool); with --tls-creds too, both are required\n"
+		"  --tls-hostname NAME   the name the peer's certificate must carry (send:\n"
+		"                        default the --to host; incoming: default any)\n"
+		"  --tls-encrypt         tcp: encrypt the whole stream (TLS records); incoming:\n"
+		"                        refuse sources that do not\n"
 		"  -h, --help            this text\n"
 		"\n"
-		"Exit codes: 0 completed, 1 peer/transport failure or timeout, 2 usage,\n"
-		"3 memory owner failure, 4 verification mismatch, 5 peer protocol violation,\n"
-		"6 cancelled (SIGINT/SIGTERM), 7 setup (layouts differ, registration failed).\n"
+		"Without --tls-creds or --psk-file the port is not authenticated: anyone who\n"
+		"reaches it first can write the guest's RAM. Use them, or a trusted network.\n"
+		"\n"
+		"Exit codes: 0 completed, 1 peer/transport failure, timeout or failed\n"
+		"authentication, 2 usage, 3 memory owner failure, 4 verification mismatch,\n"
+		"5 peer protocol violation, 6 cancelled (SIGINT/SIGTERM), 7 setup (credentials\n"
+		"that do not load, layouts differ, registration failed).\n"
 		"On any failure the source owner is told to resume and the destination\n"
 		"owner to discard what it received.\n");
 }
@@ -382,6 +396,10 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		{ "timeout-ms", required_argument, NULL, 'm' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "metrics-file", required_argument, NULL, 'M' },
+		{ "tls-creds", required_argument, NULL, 'C' },
+		{ "psk-file", required_argument, NULL, 'P' },
+		{ "tls-hostname", required_argument, NULL, 'H' },
+		{ "tls-encrypt", no_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -435,6 +453,10 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 			break;
 		case 'j': cli->json = true; break;
 		case 'M': cli->metrics_path = optarg; break;
+		case 'C': cli->auth.x509_dir = optarg; break;
+		case 'P': cli->auth.psk_file = optarg; break;
+		case 'H': cli->auth.hostname = optarg; break;
+		case 'E': cfg->xopts.encrypt = true; break;
 		case 'h': usage(stdout); exit(EXIT_OK);
 		default: usage(stderr); return -EINVAL;
 		}
@@ -452,6 +474,21 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		log_error("%s needs %s and --owner", argv[1], cli->incoming ? "--listen" : "--to");
 		return -EINVAL;
 	}
+	if ((cli->auth.hostname || cfg->xopts.encrypt) && !cli->auth.x509_dir &&
+	    !cli->auth.psk_file) {
+		log_error("--tls-hostname and --tls-encrypt need --tls-creds or --psk-file");
+		return -EINVAL;
+	}
+	if (cfg->xopts.encrypt && (cfg->xopts.kind == XPORT_KIND_RDMA ||
+				   (cfg->xopts.kind == XPORT_KIND_AUTO && xport_rdma_device_count() > 0))) {
+		log_error("--tls-encrypt is for the tcp transport (RDMA WRITEs bypass the CPU): "
+			  "add --transport tcp");
+		return -EINVAL;
+	}
+	if (cli->auth.hostname && !cli->auth.x509_dir) {
+		log_error("--tls-hostname needs --tls-creds (a pre-shared key names no host)");
+		return -EINVAL;
+	}
 	if (xport_parse_hostport(addr, (char **)&cfg->host, (char **)&cfg->port) < 0) {
 		log_error("bad address '%s': want HOST:PORT", addr);
 		return -EINVAL;
@@ -460,24 +497,59 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		log_error("--to needs a host");
 		return -EINVAL;
 	}
+	cli->auth.server = cli->incoming;
 	return 0;
 }
 
-/* A peer the listener refused: logged once, with its address and why. */
-static void log_refused(void *opaque, const struct sockaddr *peer, socklen_t len, int err)
+/* The credentials, or a message naming the file and what is wrong with it. */
+static int load_auth(const struct cli *cli, struct xport_auth **ret)
+{
+	g_autofree char *file = NULL;
+	int r;
+
+	if (!cli->auth.x509_dir && !cli->auth.psk_file)
+		return 0;
+	r = xport_auth_new(&cli->auth, ret, &file);
+	if (r == -EPERM)
+		log_error("%s: a key file must not be readable or writable by group or others "
+			  "(chmod 600 it)", file);
+	else if (r == -EBADMSG)
+		log_error("%s: not a valid %s", file ? file : "?",
+			  cli->auth.psk_file && file && !strcmp(file, cli->auth.psk_file)
+				  ? "key file (IDENTITY:HEXKEY lines, 16..64 byte keys)"
+				  : "certificate, key or CRL (PEM)");
+	else if (r < 0)
+		log_error("%s: %s", file ? file : "credentials", strerror(-r));
+	return r;
+}
+
+/*
+ * A peer the listener refused (incoming), or an authentication with the
+ * destination that failed (send): logged once, with the address and why.
+ */
+static void log_refused(void *opaque, const struct sockaddr *peer, socklen_t len, int err,
+			const char *reason)
 {
 	char host[NI_MAXHOST] = "(unknown)", port[NI_MAXSERV] = "?";
+	const struct cli *cli = opaque;
 
-	(void)opaque;
 	if (len)
 		getnameinfo(peer, len, host, sizeof(host), port, sizeof(port),
 			    NI_NUMERICHOST | NI_NUMERICSERV);
-	log_warn("refused a connection from %s port %s: %s", host, port, strerror(-err));
+	if (!cli->incoming)
+		log_error("authentication with %s port %s failed: %s (%s)", host, port,
+			  reason ? reason : strerror(-err), strerror(-err));
+	else if (reason)
+		log_warn("refused a connection from %s port %s: %s (%s)", host, port, reason,
+			 strerror(-err));
+	else
+		log_warn("refused a connection from %s port %s: %s", host, port, strerror(-err));
 }
 
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
+	struct xport_auth *auth = NULL;
 	struct cli cli = { 0 };
 	struct mig_stats st;
 	struct mig_cfg cfg;
@@ -487,9 +559,16 @@ int main(int argc, char **argv)
 	mig_cfg_default(&cfg);
 	if (parse_args(argc, argv, &cfg, &cli) < 0)
 		return EXIT_USAGE;
+	if (load_auth(&cli, &auth) < 0) {
+		g_free((char *)cfg.host);
+		g_free((char *)cfg.port);
+		return EXIT_SETUP;
+	}
 	cli.tty = isatty(STDERR_FILENO);
 	cfg.cancel = &cancelled;
+	cfg.xopts.auth = auth;
 	cfg.xopts.on_refused = log_refused;
+	cfg.xopts.refused_opaque = &cli;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -504,5 +583,6 @@ int main(int argc, char **argv)
 	}
 	g_free((char *)cfg.host);
 	g_free((char *)cfg.port);
+	xport_auth_free(auth);
 	return exit_code(&st);
 }

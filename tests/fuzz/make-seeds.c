@@ -73,6 +73,41 @@ static void xport_seeds(void)
 	}
 }
 
+/* ---- fuzz-xport-auth: [decoder] bytes ---- */
+
+static void auth_seeds(void)
+{
+	static const char psk[] = "# psktool -u vrdma -p keys.psk\n"
+				  "vrdma:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
+				  "src-b:00112233445566778899AABBCCDDEEFF\r\n";
+	static const uint16_t flags[] = {
+		XPORT_HELLO_F_BOUND,
+		XPORT_HELLO_F_BOUND | XPORT_HELLO_F_ENCRYPT,
+		XPORT_HELLO_F_BOUND | XPORT_HELLO_F_AUTH,
+	};
+	uint8_t out[1 + 56] = { 0 };
+	char name[32];
+
+	for (size_t i = 0; i < G_N_ELEMENTS(flags); i++) {
+		struct xport_hello h = { 0, 4, 65536, 256, 0x1122334455667788ull, flags[i] };
+
+		memset(out, 0, sizeof(out));
+		out[0] = 0;
+		xport_hello_encode(&h, out + 1);
+		memset(out + 1 + XPORT_HELLO_SIZE, 0xa5, XPORT_TAG_SIZE);
+		snprintf(name, sizeof(name), "bound-hello-%zu", i);
+		/* 48 bytes as tcp sends it, 56 as rdma_cm hands it over. */
+		seed("fuzz-xport-auth", name, out, 1 + XPORT_BOUND_HELLO_SIZE, NULL, 0);
+		snprintf(name, sizeof(name), "bound-hello-%zu-cm", i);
+		seed("fuzz-xport-auth", name, out, sizeof(out), NULL, 0);
+	}
+	out[0] = 1;
+	xport_challenge_encode(0x0123456789abcdefull, out + 1);
+	seed("fuzz-xport-auth", "challenge", out, 1 + XPORT_CHALLENGE_SIZE, NULL, 0);
+	out[0] = 2;
+	seed("fuzz-xport-auth", "psk-file", out, 1, psk, sizeof(psk) - 1);
+}
+
 /* ---- fuzz-owner-proto: [nfds] packet; fuzz-peer-proto: message ---- */
 
 static void owner_seed(const struct owner_msg *m)
@@ -581,6 +616,7 @@ int main(int argc, char **argv)
 	}
 	root = argv[1];
 	xport_seeds();
+	auth_seeds();
 	owner_seeds();
 	peer_seeds();
 	vu_seeds();

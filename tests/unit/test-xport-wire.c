@@ -178,6 +178,7 @@ static void assert_hello_eq(const struct xport_hello *a,
 	assert_int_equal(a->max_msg, b->max_msg);
 	assert_int_equal(a->recv_depth, b->recv_depth);
 	assert_int_equal(a->token, b->token);
+	assert_int_equal(a->flags, b->flags);
 }
 
 static void assert_welcome_eq(const struct xport_welcome *a,
@@ -223,7 +224,7 @@ static const uint8_t hello_ref_bytes[XPORT_HELLO_SIZE] = {
 	0x01, 0x00,				/* version */
 	0x02, 0x00,				/* channel */
 	0x04, 0x00,				/* nchannels */
-	0x00, 0x00,				/* reserved */
+	0x00, 0x00,				/* flags */
 	0x00, 0x10, 0x00, 0x00,			/* max_msg */
 	0x40, 0x00, 0x00, 0x00,			/* recv_depth */
 	0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01, /* token */
@@ -440,7 +441,7 @@ static void test_hello_fields(void **state)
 
 static void test_hello_reserved(void **state)
 {
-	static const size_t offs[] = { 10, 11, 28, 29, 30, 31 };
+	static const size_t offs[] = { 28, 29, 30, 31 };
 	static const uint8_t vals[] = { 0x01, 0x80, 0xff };
 	(void)state;
 
@@ -457,6 +458,183 @@ static void test_hello_reserved(void **state)
 				  vals[v]);
 		}
 	}
+}
+
+struct flags_case {
+	uint16_t flags;
+	uint16_t channel;
+	int want;
+};
+
+static void test_hello_flags(void **state)
+{
+	static const struct flags_case cases[] = {
+		{ 0, 1, 0 },
+		{ XPORT_HELLO_F_BOUND, 1, 0 },
+		{ XPORT_HELLO_F_BOUND | XPORT_HELLO_F_ENCRYPT, 1, 0 },
+		{ XPORT_HELLO_F_BOUND | XPORT_HELLO_F_AUTH, 0, 0 },
+		{ XPORT_HELLO_F_BOUND | XPORT_HELLO_F_AUTH | XPORT_HELLO_F_ENCRYPT, 0, 0 },
+		/* the handshake is channel 0 */
+		{ XPORT_HELLO_F_BOUND | XPORT_HELLO_F_AUTH, 1, -EBADMSG },
+		/* no authentication or encryption without a binding */
+		{ XPORT_HELLO_F_AUTH, 0, -EBADMSG },
+		{ XPORT_HELLO_F_ENCRYPT, 1, -EBADMSG },
+		{ XPORT_HELLO_F_AUTH | XPORT_HELLO_F_ENCRYPT, 0, -EBADMSG },
+		/* unknown bits */
+		{ 1u << 3, 1, -EBADMSG },
+		{ XPORT_HELLO_F_BOUND | 1u << 3, 1, -EBADMSG },
+		{ 0x80, 1, -EBADMSG },
+		{ 0x100, 1, -EBADMSG },
+		{ 0x8000, 1, -EBADMSG },
+		{ 0xffff, 0, -EBADMSG },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+		struct xport_hello in = hello_ref, out;
+		uint8_t buf[XPORT_HELLO_SIZE];
+
+		in.flags = cases[i].flags;
+		in.channel = cases[i].channel;
+		xport_hello_encode(&in, buf);
+		assert_int_equal(ld(buf + 10, 2), cases[i].flags);
+		assert_rc(dec_hello(buf, sizeof(buf), &out), cases[i].want,
+			  "flags 0x%x channel %u", cases[i].flags, cases[i].channel);
+		if (cases[i].want == 0)
+			assert_hello_eq(&out, &in);
+	}
+}
+
+/* ---- bound hello: a hello and its tag ---- */
+
+static int dec_bound(const void *buf, size_t len, struct xport_hello *ret,
+		     uint8_t ret_tag[XPORT_TAG_SIZE])
+{
+	struct xport_hello out, sentinel;
+	uint8_t tag[XPORT_TAG_SIZE], tag_sentinel[XPORT_TAG_SIZE];
+	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	int r;
+
+	memset(&out, 0xa5, sizeof(out));
+	memcpy(&sentinel, &out, sizeof(out));
+	memset(tag, 0x5a, sizeof(tag));
+	memcpy(tag_sentinel, tag, sizeof(tag));
+	r = xport_bound_hello_decode(copy, len, &out, tag);
+	free(copy);
+	if (r != 0) {
+		assert_memory_equal(&out, &sentinel, sizeof(out));
+		assert_memory_equal(tag, tag_sentinel, sizeof(tag));
+	} else {
+		if (ret)
+			*ret = out;
+		if (ret_tag)
+			memcpy(ret_tag, tag, sizeof(tag));
+	}
+	return r;
+}
+
+static void make_bound(uint8_t buf[56], uint16_t flags)
+{
+	struct xport_hello h = hello_ref;
+
+	memset(buf, 0, 56);
+	h.flags = flags;
+	xport_hello_encode(&h, buf);
+	for (unsigned i = 0; i < XPORT_TAG_SIZE; i++)
+		buf[XPORT_HELLO_SIZE + i] = (uint8_t)(0xc0 + i);
+}
+
+static void test_bound_hello(void **state)
+{
+	uint8_t buf[56], tag[XPORT_TAG_SIZE];
+	struct xport_hello h;
+	(void)state;
+
+	make_bound(buf, XPORT_HELLO_F_BOUND);
+	/* 48 bytes, or rdma_cm's 56 zero-padded. */
+	for (size_t len = XPORT_BOUND_HELLO_SIZE; len <= sizeof(buf); len++) {
+		assert_rc(dec_bound(buf, len, &h, tag), 0, "len %zu", len);
+		assert_int_equal(h.flags, XPORT_HELLO_F_BOUND);
+		assert_int_equal(h.token, hello_ref.token);
+		assert_memory_equal(tag, buf + XPORT_HELLO_SIZE, XPORT_TAG_SIZE);
+	}
+	for (size_t len = 0; len < XPORT_BOUND_HELLO_SIZE; len++)
+		assert_rc(dec_bound(buf, len, NULL, NULL), -EBADMSG, "short: %zu", len);
+	assert_rc(dec_bound(NULL, 56, NULL, NULL), -EBADMSG, "NULL");
+	for (size_t pos = XPORT_BOUND_HELLO_SIZE; pos < sizeof(buf); pos++) {
+		make_bound(buf, XPORT_HELLO_F_BOUND);
+		buf[pos] = 1;
+		assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG,
+			  "tail byte %zu", pos);
+	}
+	/* Not bound: no tag to speak of, even if bytes follow. */
+	make_bound(buf, 0);
+	assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG, "without BOUND");
+	/* A plain decoder sees a bound hello's tag as a non-zero tail. */
+	make_bound(buf, XPORT_HELLO_F_BOUND);
+	assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG, "bound hello as plain");
+	assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, &h), 0, "its first 32 bytes");
+	/* The hello's own checks still apply. */
+	make_bound(buf, XPORT_HELLO_F_BOUND | XPORT_HELLO_F_AUTH);
+	assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG, "AUTH on channel 2");
+	make_bound(buf, XPORT_HELLO_F_BOUND);
+	st16(buf + 4, 2);
+	assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EPROTONOSUPPORT, "version 2");
+}
+
+/* ---- challenge ---- */
+
+static const uint8_t challenge_ref_bytes[XPORT_CHALLENGE_SIZE] = {
+	'V', 'X', 'A', 'C',	/* magic */
+	0x01, 0x00,		/* version */
+	0x00, 0x00,		/* reserved */
+	0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01, /* nonce */
+};
+
+static int dec_challenge(const void *buf, size_t len, uint64_t *ret)
+{
+	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint64_t out = 0xa5a5a5a5a5a5a5a5ull;
+	int r = xport_challenge_decode(copy, len, &out);
+
+	free(copy);
+	if (r != 0)
+		assert_int_equal(out, 0xa5a5a5a5a5a5a5a5ull);
+	else if (ret)
+		*ret = out;
+	return r;
+}
+
+static void test_challenge(void **state)
+{
+	uint8_t buf[XPORT_CHALLENGE_SIZE + 1];
+	uint64_t nonce;
+	(void)state;
+
+	memset(buf, 0xff, sizeof(buf));
+	xport_challenge_encode(0x0123456789abcdefull, buf);
+	assert_memory_equal(buf, challenge_ref_bytes, XPORT_CHALLENGE_SIZE);
+	assert_rc(dec_challenge(challenge_ref_bytes, XPORT_CHALLENGE_SIZE, &nonce), 0, "golden");
+	assert_int_equal(nonce, 0x0123456789abcdefull);
+	/* Exactly 16 bytes: it is read with a length of its own. */
+	for (size_t len = 0; len <= sizeof(buf); len++)
+		if (len != XPORT_CHALLENGE_SIZE)
+			assert_rc(dec_challenge(buf, len, NULL), -EBADMSG, "len %zu", len);
+	assert_rc(dec_challenge(NULL, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "NULL");
+	for (size_t i = 0; i < 8; i++) {
+		if (i == 4 || i == 5)
+			continue;
+		memcpy(buf, challenge_ref_bytes, XPORT_CHALLENGE_SIZE);
+		buf[i] ^= 0x01;
+		assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "byte %zu", i);
+	}
+	memcpy(buf, challenge_ref_bytes, XPORT_CHALLENGE_SIZE);
+	st16(buf + 4, 2);
+	assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EPROTONOSUPPORT, "version 2");
+	/* A refusal comes back where the challenge was due: a WELCOME is none. */
+	struct xport_welcome w = { .status = EKEYREJECTED };
+	xport_welcome_encode(&w, buf);
+	assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "welcome as challenge");
 }
 
 /* ---- welcome ---- */
@@ -1101,7 +1279,12 @@ static unsigned ref_hello(const uint8_t *p, size_t len)
 		return ALLOW_BADMSG;
 	uint64_t channel = ld(p + 6, 2), nchannels = ld(p + 8, 2);
 	uint64_t max_msg = ld(p + 12, 4), depth = ld(p + 16, 4);
-	bool rest_ok = zeros(p + 32, len - 32) && zeros(p + 10, 2) &&
+	uint64_t flags = ld(p + 10, 2);
+	/* Bits 0..2 known (BOUND, AUTH, ENCRYPT); AUTH and ENCRYPT need BOUND;
+	 * AUTH only on channel 0. */
+	bool flags_ok = !(flags & ~7ull) && (!(flags & 6) || (flags & 1)) &&
+			(!(flags & 2) || channel == 0);
+	bool rest_ok = zeros(p + 32, len - 32) && flags_ok &&
 		       zeros(p + 28, 4) && nchannels >= 1 &&
 		       nchannels <= XPORT_MAX_CHANNELS && channel < nchannels &&
 		       max_msg >= XPORT_MIN_MSG && max_msg <= XPORT_MAX_MSG &&
@@ -1207,6 +1390,10 @@ static void make_valid(unsigned type, uint8_t buf[32], uint32_t max_msg)
 			    rnd_below(XPORT_MAX_MSG - XPORT_MIN_MSG + 1);
 		h.recv_depth = 1 + rnd_below(XPORT_MAX_DEPTH);
 		h.token = rnd();
+		/* None, bound, bound and encrypted; the handshake's on channel 0. */
+		h.flags = (uint16_t)(rnd_below(2) ? 0 : XPORT_HELLO_F_BOUND |
+				     (rnd_below(2) ? XPORT_HELLO_F_ENCRYPT : 0) |
+				     (h.channel == 0 && rnd_below(2) ? XPORT_HELLO_F_AUTH : 0));
 		xport_hello_encode(&h, buf);
 		break;
 	}
@@ -1584,6 +1771,9 @@ int main(void)
 		cmocka_unit_test(test_hello_tail),
 		cmocka_unit_test(test_hello_fields),
 		cmocka_unit_test(test_hello_reserved),
+		cmocka_unit_test(test_hello_flags),
+		cmocka_unit_test(test_bound_hello),
+		cmocka_unit_test(test_challenge),
 		cmocka_unit_test(test_welcome_golden),
 		cmocka_unit_test(test_welcome_roundtrip),
 		cmocka_unit_test(test_welcome_status),

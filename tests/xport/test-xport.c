@@ -16,6 +16,10 @@
  * xport_mr_reg_file(); the writes include large ones, which tcp receives by
  * splicing into the file.  Guards are checked wherever the region is.
  *
+ * --auth x509:DIR | psk:FILE: both sides authenticate (DIR in QEMU's layout,
+ * as tests/xport/make-creds writes it); --encrypt: tcp channels carry TLS
+ * records.  The server prints every connection it refuses ("refused: ...").
+ *
  * The server runs in a forked child; the parent is the client unless the
  * scenario says otherwise.  --serve / --connect run one side only, so the
  * two sides can sit in different network namespaces.
@@ -49,6 +53,8 @@ static enum xport_kind kind = XPORT_KIND_TCP;
 static unsigned channels = 1;
 static const char *addr;
 static bool file_backed;
+static const char *auth_spec; /* --auth */
+static bool encrypt_stream;   /* --encrypt */
 
 #define FAIL(...)                                                         \
 	do {                                                              \
@@ -148,9 +154,43 @@ static void check_guards(const struct sink *k)
 			FAIL("byte %zu of the file outside the region changed", i);
 }
 
-static void opts_for_test(struct xport_opts *o)
+static void print_refused(void *opaque, const struct sockaddr *peer, socklen_t len, int err,
+			  const char *reason)
+{
+	(void)opaque, (void)peer, (void)len;
+	printf("refused: %s (%s)\n", reason ? reason : "-", strerror(-err));
+}
+
+/* This process's credentials for its side (made after fork(), once). */
+static const struct xport_auth *test_auth(bool server)
+{
+	static struct xport_auth *made[2];
+	struct xport_auth_cfg cfg = { .server = server };
+	g_autofree char *file = NULL;
+	int r;
+
+	if (!auth_spec)
+		return NULL;
+	if (made[server])
+		return made[server];
+	if (!strncmp(auth_spec, "x509:", 5))
+		cfg.x509_dir = auth_spec + 5;
+	else if (!strncmp(auth_spec, "psk:", 4))
+		cfg.psk_file = auth_spec + 4;
+	else
+		FAIL("--auth wants x509:DIR or psk:FILE");
+	r = xport_auth_new(&cfg, &made[server], &file);
+	if (r < 0)
+		FAIL("credentials %s: %s", file ? file : auth_spec, strerror(-r));
+	return made[server];
+}
+
+static void opts_for_test(struct xport_opts *o, bool server)
 {
 	xport_opts_init(o);
+	o->auth = test_auth(server);
+	o->encrypt = encrypt_stream;
+	o->on_refused = print_refused;
 	o->kind = kind;
 	o->channels = channels;
 	/* Small queues so the -EAGAIN and selective-signalling paths run. */
@@ -284,7 +324,7 @@ static void listen_any(struct server *s, struct rendezvous *rv)
 	struct xport_opts o;
 	int port, r;
 
-	opts_for_test(&o);
+	opts_for_test(&o, true);
 	r = xport_listen(&o, addr, "0", &s->listener);
 	if (r < 0)
 		FAIL("listen on %s: %s", addr, strerror(-r));
@@ -320,7 +360,7 @@ static struct xport_conn *connect_to(const char *host, int port)
 	char portstr[16];
 	int r;
 
-	opts_for_test(&o);
+	opts_for_test(&o, false);
 	snprintf(portstr, sizeof(portstr), "%d", port);
 	r = xport_connect(&o, host, portstr, &c);
 	if (r < 0)
@@ -826,6 +866,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: test-xport [--transport rdma|tcp] [--scenario NAME] [--channels N]\n"
 		"                  [--file] [--addr ADDR] [--serve PORT | --connect HOST:PORT]\n"
+		"                  [--auth x509:DIR|psk:FILE [--encrypt]]\n"
 		"Scenarios: roundtrip kill-server kill-client hostile-range hostile-key\n"
 		"           hostile-below hostile-unknown-id\n"
 		"The address defaults to $VRDMA_RXE_ADDR_A or 127.0.0.1.\n");
@@ -841,6 +882,8 @@ int main(int argc, char **argv)
 		{ "serve", required_argument, NULL, 'S' },
 		{ "connect", required_argument, NULL, 'C' },
 		{ "file", no_argument, NULL, 'f' },
+		{ "auth", required_argument, NULL, 'A' },
+		{ "encrypt", no_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -861,6 +904,8 @@ int main(int argc, char **argv)
 		case 'S': serve = optarg; break;
 		case 'C': connect = optarg; break;
 		case 'f': file_backed = true; break;
+		case 'A': auth_spec = optarg; break;
+		case 'E': encrypt_stream = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -882,7 +927,7 @@ int main(int argc, char **argv)
 		struct server s = { 0 };
 		int r;
 
-		opts_for_test(&o);
+		opts_for_test(&o, true);
 		r = xport_listen(&o, addr, serve, &s.listener);
 		if (r < 0)
 			FAIL("listen %s:%s: %s", addr, serve, strerror(-r));
@@ -910,7 +955,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	printf("PASS %s %s (%u channel%s%s)\n", xport_kind_name(kind), scenario,
-	       channels, channels > 1 ? "s" : "", file_backed ? ", file-backed sinks" : "");
+	printf("PASS %s %s (%u channel%s%s%s%s)\n", xport_kind_name(kind), scenario,
+	       channels, channels > 1 ? "s" : "", file_backed ? ", file-backed sinks" : "",
+	       auth_spec ? (!strncmp(auth_spec, "psk:", 4) ? ", psk" : ", x509") : "",
+	       encrypt_stream ? ", encrypted" : "");
 	return 0;
 }
