@@ -31,6 +31,7 @@
 #include "fdpass.h"
 #include "owner-proto.h"
 #include "peer-proto.h"
+#include "unit-common.h"
 
 #define FUZZ_ITERATIONS 100000u
 #define FUZZ_SEED 0x6a09e667f3bcc909ull
@@ -41,89 +42,10 @@
 
 /* ---- helpers ---- */
 
-static const char *rcname(int rc)
-{
-	switch (rc) {
-	case 0: return "0";
-	case -EBADMSG: return "-EBADMSG";
-	case -EPROTONOSUPPORT: return "-EPROTONOSUPPORT";
-	case -EINVAL: return "-EINVAL";
-	case -ECONNRESET: return "-ECONNRESET";
-	case -ETIMEDOUT: return "-ETIMEDOUT";
-	default: return rc < 0 ? "other -errno" : "positive";
-	}
-}
-
-__attribute__((format(printf, 5, 6)))
-static void check_rc(const char *file, int line, int got, int want,
-		     const char *fmt, ...)
-{
-	char ctx[256];
-	va_list ap;
-
-	if (got == want)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(ctx, sizeof(ctx), fmt, ap);
-	va_end(ap);
-	print_error("%s: got %d (%s), want %d (%s)\n", ctx, got, rcname(got),
-		    want, rcname(want));
-	_fail(file, line);
-}
-#define assert_rc(got, want, ...) \
-	check_rc(__FILE__, __LINE__, (got), (want), __VA_ARGS__)
-
-/* Our own little-endian stores and loads. */
-static void st16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-static void st32(uint8_t *p, uint32_t v)
-{
-	for (unsigned i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-static void st64(uint8_t *p, uint64_t v)
-{
-	for (unsigned i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t ld(const uint8_t *p, unsigned n)
-{
-	uint64_t v = 0;
-
-	while (n--)
-		v = v << 8 | p[n];
-	return v;
-}
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void) /* splitmix64 */
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-static uint64_t rnd_below(uint64_t n) { return n ? rnd() % n : 0; }
-
-static uint8_t *dup_exact(const void *buf, size_t len)
-{
-	uint8_t *p = malloc(len ? len : 1);
-
-	assert_non_null(p);
-	if (len)
-		memcpy(p, buf, len);
-	return p;
-}
-
 static int odec(const void *buf, size_t len, unsigned nfds, struct owner_msg *ret)
 {
 	struct owner_msg tmp;
-	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint8_t *copy = buf ? ut_dup_exact(buf, len) : NULL;
 	int r = owner_msg_decode(copy, len, nfds, ret ? ret : &tmp);
 
 	free(copy);
@@ -133,7 +55,7 @@ static int odec(const void *buf, size_t len, unsigned nfds, struct owner_msg *re
 static int pdec(const void *buf, size_t len, struct peer_msg *ret)
 {
 	struct peer_msg tmp;
-	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint8_t *copy = buf ? ut_dup_exact(buf, len) : NULL;
 	int r = peer_msg_decode(copy, len, ret ? ret : &tmp);
 
 	free(copy);
@@ -290,9 +212,9 @@ static void assert_owner_eq(const struct owner_msg *a, const struct owner_msg *b
 static void o_hdr(uint8_t *buf, uint16_t type, uint32_t plen)
 {
 	memset(buf, 0, 16);
-	st32(buf, O_MAGIC);
-	st16(buf + 4, type);
-	st32(buf + 8, plen);
+	ut_st32(buf, O_MAGIC);
+	ut_st16(buf + 4, type);
+	ut_st32(buf + 8, plen);
 }
 
 /* The encoding of a valid BLOCK, built byte by byte from the spec. */
@@ -301,11 +223,11 @@ static size_t o_block_bytes(uint8_t buf[80], uint32_t index, uint32_t page,
 {
 	memset(buf, 0, 80);
 	o_hdr(buf, 17, 64);
-	st32(buf + 16, index);
-	st32(buf + 20, page);
-	st64(buf + 24, offset);
-	st64(buf + 32, size);
-	st64(buf + 40, bmoff);
+	ut_st32(buf + 16, index);
+	ut_st32(buf + 20, page);
+	ut_st64(buf + 24, offset);
+	ut_st64(buf + 32, size);
+	ut_st64(buf + 40, bmoff);
 	memcpy(buf + 48, "pc.ram", 6);
 	return 80;
 }
@@ -330,14 +252,14 @@ static void test_owner_golden(void **state)
 					  .caps = 0x0102030405060708ull };
 	assert_int_equal(oenc(&m, buf), 32);
 	assert_memory_equal(buf, hello, 32);
-	assert_rc(odec(hello, 32, 0, &d), 0, "golden hello");
+	ut_assert_rc(odec(hello, 32, 0, &d), 0, "golden hello");
 	assert_owner_eq(&d, &m);
 
 	m = o_block(3, 2 * MiB, 4 * MiB, 6 * MiB, 128, "pc.ram");
 	assert_int_equal(oenc(&m, buf), 80);
 	o_block_bytes(want, 3, 2 * MiB, 4 * MiB, 6 * MiB, 128);
 	assert_memory_equal(buf, want, 80);
-	assert_rc(odec(want, 80, 1, &d), 0, "golden block");
+	ut_assert_rc(odec(want, 80, 1, &d), 0, "golden block");
 	assert_owner_eq(&d, &m);
 
 	/* A name longer than the field is cut to 31 chars + NUL. */
@@ -347,7 +269,7 @@ static void test_owner_golden(void **state)
 	for (unsigned i = 0; i < 31; i++)
 		assert_int_equal(buf[48 + i], 'x');
 	assert_int_equal(buf[79], 0);
-	assert_rc(odec(buf, 80, 1, NULL), 0, "encoder-truncated name");
+	ut_assert_rc(odec(buf, 80, 1, NULL), 0, "encoder-truncated name");
 
 	/* A THROTTLE: header then percent. */
 	memset(&m, 0, sizeof(m));
@@ -355,7 +277,7 @@ static void test_owner_golden(void **state)
 	m.u.percent = 42;
 	assert_int_equal(oenc(&m, buf), 20);
 	o_hdr(want, 3, 4);
-	st32(want + 16, 42);
+	ut_st32(want + 16, 42);
 	assert_memory_equal(buf, want, 20);
 }
 
@@ -376,22 +298,22 @@ static void test_owner_roundtrip(void **state)
 			unsigned nfds = spec_owner_nfds(type);
 
 			assert_int_equal(len, 16 + (size_t)spec_owner_plen(type));
-			assert_int_equal(ld(buf, 4), O_MAGIC);
-			assert_int_equal(ld(buf + 4, 2), type);
-			assert_int_equal(ld(buf + 6, 2), 0);
-			assert_int_equal(ld(buf + 8, 4), spec_owner_plen(type));
-			assert_int_equal(ld(buf + 12, 4), 0);
+			assert_int_equal(ut_ld(buf, 4), O_MAGIC);
+			assert_int_equal(ut_ld(buf + 4, 2), type);
+			assert_int_equal(ut_ld(buf + 6, 2), 0);
+			assert_int_equal(ut_ld(buf + 8, 4), spec_owner_plen(type));
+			assert_int_equal(ut_ld(buf + 12, 4), 0);
 			memset(&d, 0xa5, sizeof(d));
-			assert_rc(odec(buf, len, nfds, &d), 0, "type %u variant %u",
+			ut_assert_rc(odec(buf, len, nfds, &d), 0, "type %u variant %u",
 				  type, variant);
 			assert_owner_eq(&d, &m);
 			assert_int_equal(oenc(&d, again), len);
 			assert_memory_equal(again, buf, len);
 
 			/* The other fd counts are refused. */
-			assert_rc(odec(buf, len, !nfds, NULL), -EBADMSG,
+			ut_assert_rc(odec(buf, len, !nfds, NULL), -EBADMSG,
 				  "type %u with %u fds", type, !nfds);
-			assert_rc(odec(buf, len, 2, NULL), -EBADMSG,
+			ut_assert_rc(odec(buf, len, 2, NULL), -EBADMSG,
 				  "type %u with 2 fds", type);
 		}
 	}
@@ -414,20 +336,20 @@ static void test_owner_bad_magic(void **state)
 			size_t len = oenc(&m, buf);
 
 			buf[i] ^= (uint8_t)(1u << bit);
-			assert_rc(odec(buf, len, 0, NULL), -EBADMSG,
+			ut_assert_rc(odec(buf, len, 0, NULL), -EBADMSG,
 				  "magic byte %u bit %u", i, bit);
 		}
 	}
 	/* A peer-protocol header is not an owner header. */
 	uint8_t buf[OWNER_MAX_MSG];
 	o_hdr(buf, 2, 8);
-	st32(buf, P_MAGIC);
+	ut_st32(buf, P_MAGIC);
 	memset(buf + 16, 0, 8);
-	assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "peer magic");
+	ut_assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "peer magic");
 	/* Byte-swapped magic. */
 	o_hdr(buf, 2, 8);
 	memcpy(buf, "WOMV", 4);
-	assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "swapped magic");
+	ut_assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "swapped magic");
 }
 
 static void test_owner_reserved(void **state)
@@ -444,7 +366,7 @@ static void test_owner_reserved(void **state)
 				size_t len = oenc(&m, buf);
 
 				buf[offs[o]] = vals[v];
-				assert_rc(odec(buf, len, spec_owner_nfds(owner_types[t]),
+				ut_assert_rc(odec(buf, len, spec_owner_nfds(owner_types[t]),
 					       NULL), -EBADMSG,
 					  "type %u reserved byte %u = 0x%x",
 					  owner_types[t], offs[o], vals[v]);
@@ -466,21 +388,21 @@ static void test_owner_length(void **state)
 		/* One byte too many, declared length unchanged. */
 		memset(buf, 0, sizeof(buf));
 		oenc(&m, buf);
-		assert_rc(odec(buf, 16 + plen + 1, nfds, NULL), -EBADMSG,
+		ut_assert_rc(odec(buf, 16 + plen + 1, nfds, NULL), -EBADMSG,
 			  "type %u: trailing byte", type);
 		/* Declared and actual agree, but not with the type. */
-		st32(buf + 8, (uint32_t)plen + 1);
-		assert_rc(odec(buf, 16 + plen + 1, nfds, NULL), -EBADMSG,
+		ut_st32(buf + 8, (uint32_t)plen + 1);
+		ut_assert_rc(odec(buf, 16 + plen + 1, nfds, NULL), -EBADMSG,
 			  "type %u: declared %zu", type, plen + 1);
 		/* Declared one more than actual. */
-		assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+		ut_assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
 			  "type %u: declared > actual", type);
 		/* Declared zero / huge with the right actual size. */
-		st32(buf + 8, plen ? 0 : 8);
-		assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+		ut_st32(buf + 8, plen ? 0 : 8);
+		ut_assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
 			  "type %u: declared wrong", type);
-		st32(buf + 8, UINT32_MAX);
-		assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+		ut_st32(buf + 8, UINT32_MAX);
+		ut_assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
 			  "type %u: declared 0xffffffff", type);
 
 		if (plen) {
@@ -488,14 +410,14 @@ static void test_owner_length(void **state)
 			memset(buf, 0, sizeof(buf));
 			m = o_valid(type, 0);
 			oenc(&m, buf);
-			assert_rc(odec(buf, 16 + plen - 1, nfds, NULL), -EBADMSG,
+			ut_assert_rc(odec(buf, 16 + plen - 1, nfds, NULL), -EBADMSG,
 				  "type %u: truncated", type);
 			/* Declared and actual agree one short. */
-			st32(buf + 8, (uint32_t)plen - 1);
-			assert_rc(odec(buf, 16 + plen - 1, nfds, NULL), -EBADMSG,
+			ut_st32(buf + 8, (uint32_t)plen - 1);
+			ut_assert_rc(odec(buf, 16 + plen - 1, nfds, NULL), -EBADMSG,
 				  "type %u: declared %zu", type, plen - 1);
 			/* Declared one less than actual. */
-			assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+			ut_assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
 				  "type %u: declared < actual", type);
 		}
 
@@ -503,13 +425,13 @@ static void test_owner_length(void **state)
 		for (size_t len = 0; len < 16; len++) {
 			m = o_valid(type, 0);
 			oenc(&m, buf);
-			assert_rc(odec(buf, len, nfds, NULL), -EBADMSG,
+			ut_assert_rc(odec(buf, len, nfds, NULL), -EBADMSG,
 				  "type %u: %zu bytes", type, len);
 		}
 	}
-	assert_rc(owner_msg_decode(NULL, 0, 0, &(struct owner_msg){ 0 }), -EBADMSG,
+	ut_assert_rc(owner_msg_decode(NULL, 0, 0, &(struct owner_msg){ 0 }), -EBADMSG,
 		  "NULL buffer");
-	assert_rc(owner_msg_decode(NULL, 24, 0, &(struct owner_msg){ 0 }), -EBADMSG,
+	ut_assert_rc(owner_msg_decode(NULL, 24, 0, &(struct owner_msg){ 0 }), -EBADMSG,
 		  "NULL buffer, length 24");
 }
 
@@ -528,7 +450,7 @@ static void test_owner_unknown_types(void **state)
 
 			o_hdr(buf, (uint16_t)type, plen);
 			for (unsigned nfds = 0; nfds < 2; nfds++)
-				assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
+				ut_assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
 					  "type %u plen %u nfds %u", type, plen, nfds);
 		}
 	}
@@ -536,9 +458,9 @@ static void test_owner_unknown_types(void **state)
 		uint8_t buf[24] = { 0 };
 
 		o_hdr(buf, (uint16_t)listed[i], 8);
-		assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "type %u", listed[i]);
+		ut_assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "type %u", listed[i]);
 		o_hdr(buf, (uint16_t)listed[i], 0);
-		assert_rc(odec(buf, 16, 0, NULL), -EBADMSG, "type %u, empty", listed[i]);
+		ut_assert_rc(odec(buf, 16, 0, NULL), -EBADMSG, "type %u, empty", listed[i]);
 	}
 }
 
@@ -559,7 +481,7 @@ static void test_owner_fd_count(void **state)
 		uint8_t buf[OWNER_MAX_MSG];
 		size_t len = oenc(&m, buf);
 
-		assert_rc(odec(buf, len, bad[i].nfds, NULL), -EBADMSG,
+		ut_assert_rc(odec(buf, len, bad[i].nfds, NULL), -EBADMSG,
 			  "type %u with %u fds", bad[i].type, bad[i].nfds);
 	}
 }
@@ -584,7 +506,7 @@ static void test_owner_version_role(void **state)
 			else
 				m.u.welcome.version = versions[i];
 			len = oenc(&m, buf);
-			assert_rc(odec(buf, len, 0, NULL), -EPROTONOSUPPORT,
+			ut_assert_rc(odec(buf, len, 0, NULL), -EPROTONOSUPPORT,
 				  "type %u version %u", types[t], versions[i]);
 		}
 		for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
@@ -592,8 +514,8 @@ static void test_owner_version_role(void **state)
 			struct owner_msg m = o_valid(types[t], 0);
 			size_t len = oenc(&m, buf);
 
-			st32(buf + 20, roles[i]);
-			assert_rc(odec(buf, len, 0, NULL), -EBADMSG,
+			ut_st32(buf + 20, roles[i]);
+			ut_assert_rc(odec(buf, len, 0, NULL), -EBADMSG,
 				  "type %u role %u", types[t], roles[i]);
 		}
 	}
@@ -611,7 +533,7 @@ static void test_owner_welcome(void **state)
 
 		m.u.welcome.nblocks = bad_n[i];
 		len = oenc(&m, buf);
-		assert_rc(odec(buf, len, 0, NULL), -EBADMSG, "nblocks %u", bad_n[i]);
+		ut_assert_rc(odec(buf, len, 0, NULL), -EBADMSG, "nblocks %u", bad_n[i]);
 	}
 	for (uint32_t n = 1; n <= 64; n++) {
 		struct owner_msg m = o_valid(OWNER_MSG_WELCOME, 0), d;
@@ -620,7 +542,7 @@ static void test_owner_welcome(void **state)
 
 		m.u.welcome.nblocks = n;
 		len = oenc(&m, buf);
-		assert_rc(odec(buf, len, 0, &d), 0, "nblocks %u", n);
+		ut_assert_rc(odec(buf, len, 0, &d), 0, "nblocks %u", n);
 		assert_int_equal(d.u.welcome.nblocks, n);
 	}
 	for (unsigned off = 36; off < 40; off++) { /* the trailing zero u32 */
@@ -629,7 +551,7 @@ static void test_owner_welcome(void **state)
 		size_t len = oenc(&m, buf);
 
 		buf[off] = 1;
-		assert_rc(odec(buf, len, 0, NULL), -EBADMSG, "welcome byte %u", off);
+		ut_assert_rc(odec(buf, len, 0, NULL), -EBADMSG, "welcome byte %u", off);
 	}
 }
 
@@ -649,55 +571,55 @@ static void test_owner_block_fields(void **state)
 
 	/* Page size: power of two, 4 KiB .. 1 GiB. */
 	for (unsigned shift = 12; shift <= 30; shift++)
-		assert_rc(block_rc(0, 1u << shift, 0, 1ull << shift, 0), 0,
+		ut_assert_rc(block_rc(0, 1u << shift, 0, 1ull << shift, 0), 0,
 			  "page 2^%u", shift);
 	static const uint32_t bad_pages[] = {
 		0, 1, 512, 2048, 4095, 4097, 3 * 4096, 6 * 4096, (1u << 30) + 4096,
 		1u << 31, 0x80001000u, UINT32_MAX,
 	};
 	for (size_t i = 0; i < sizeof(bad_pages) / sizeof(bad_pages[0]); i++)
-		assert_rc(block_rc(0, bad_pages[i], 0, 3ull * GiB * 4, 0), -EBADMSG,
+		ut_assert_rc(block_rc(0, bad_pages[i], 0, 3ull * GiB * 4, 0), -EBADMSG,
 			  "page size %u", bad_pages[i]);
 
 	/* Size: > 0, page multiple, <= 16 TiB. */
-	assert_rc(block_rc(0, 4096, 0, 0, 0), -EBADMSG, "size 0");
-	assert_rc(block_rc(0, 4096, 0, 6144, 0), -EBADMSG, "size 1.5 pages");
-	assert_rc(block_rc(0, 4096, 0, 4095, 0), -EBADMSG, "size 4095");
-	assert_rc(block_rc(0, 2 * MiB, 0, 4096, 0), -EBADMSG, "size < page");
-	assert_rc(block_rc(0, 2 * MiB, 0, 3 * MiB, 0), -EBADMSG, "size 1.5 huge pages");
-	assert_rc(block_rc(0, 4096, 0, 16 * TiB, 0), 0, "size 16 TiB");
-	assert_rc(block_rc(0, 4096, 0, 16 * TiB + 4096, 0), -EBADMSG,
+	ut_assert_rc(block_rc(0, 4096, 0, 0, 0), -EBADMSG, "size 0");
+	ut_assert_rc(block_rc(0, 4096, 0, 6144, 0), -EBADMSG, "size 1.5 pages");
+	ut_assert_rc(block_rc(0, 4096, 0, 4095, 0), -EBADMSG, "size 4095");
+	ut_assert_rc(block_rc(0, 2 * MiB, 0, 4096, 0), -EBADMSG, "size < page");
+	ut_assert_rc(block_rc(0, 2 * MiB, 0, 3 * MiB, 0), -EBADMSG, "size 1.5 huge pages");
+	ut_assert_rc(block_rc(0, 4096, 0, 16 * TiB, 0), 0, "size 16 TiB");
+	ut_assert_rc(block_rc(0, 4096, 0, 16 * TiB + 4096, 0), -EBADMSG,
 		  "size 16 TiB + 4096");
-	assert_rc(block_rc(0, 4096, 0, UINT64_MAX - 4095, 0), -EBADMSG, "size ~2^64");
+	ut_assert_rc(block_rc(0, 4096, 0, UINT64_MAX - 4095, 0), -EBADMSG, "size ~2^64");
 
 	/* Offset: page aligned, offset + size without overflow. */
-	assert_rc(block_rc(0, 4096, 100, 4096, 0), -EBADMSG, "offset 100");
-	assert_rc(block_rc(0, 4096, 4096 + 8, 4096, 0), -EBADMSG, "offset 4104");
-	assert_rc(block_rc(0, 2 * MiB, 4096, 2 * MiB, 0), -EBADMSG,
+	ut_assert_rc(block_rc(0, 4096, 100, 4096, 0), -EBADMSG, "offset 100");
+	ut_assert_rc(block_rc(0, 4096, 4096 + 8, 4096, 0), -EBADMSG, "offset 4104");
+	ut_assert_rc(block_rc(0, 2 * MiB, 4096, 2 * MiB, 0), -EBADMSG,
 		  "offset 4 KiB with 2 MiB pages");
-	assert_rc(block_rc(0, 4096, UINT64_MAX - 4095, 4096, 0), -EBADMSG,
+	ut_assert_rc(block_rc(0, 4096, UINT64_MAX - 4095, 4096, 0), -EBADMSG,
 		  "offset + size = 2^64");
-	assert_rc(block_rc(0, 4096, UINT64_MAX - 4095, 8192, 0), -EBADMSG,
+	ut_assert_rc(block_rc(0, 4096, UINT64_MAX - 4095, 8192, 0), -EBADMSG,
 		  "offset + size > 2^64");
-	assert_rc(block_rc(0, 4096, 0x8000000000000000ull, 16 * TiB, 0), 0,
+	ut_assert_rc(block_rc(0, 4096, 0x8000000000000000ull, 16 * TiB, 0), 0,
 		  "offset 2^63");
-	assert_rc(block_rc(0, 4096, UINT64_MAX - 8191, 4096, 0), 0,
+	ut_assert_rc(block_rc(0, 4096, UINT64_MAX - 8191, 4096, 0), 0,
 		  "offset + size = 2^64 - 4096");
-	assert_rc(block_rc(0, 1u << 30, UINT64_MAX - (1ull << 30) + 1, 1u << 30, 0),
+	ut_assert_rc(block_rc(0, 1u << 30, UINT64_MAX - (1ull << 30) + 1, 1u << 30, 0),
 		  -EBADMSG, "1 GiB page: offset + size = 2^64");
 
 	/* Bitmap offset: 8-aligned. */
 	static const uint64_t bad_bm[] = { 1, 4, 7, 12, 4100, 0x100000004ull };
 	for (size_t i = 0; i < sizeof(bad_bm) / sizeof(bad_bm[0]); i++)
-		assert_rc(block_rc(0, 4096, 0, 4096, bad_bm[i]), -EBADMSG,
+		ut_assert_rc(block_rc(0, 4096, 0, 4096, bad_bm[i]), -EBADMSG,
 			  "bitmap offset %llu", (unsigned long long)bad_bm[i]);
-	assert_rc(block_rc(0, 4096, 0, 4096, 8), 0, "bitmap offset 8");
-	assert_rc(block_rc(0, 4096, 0, 4096, 4096 + 8), 0, "bitmap offset 4104");
+	ut_assert_rc(block_rc(0, 4096, 0, 4096, 8), 0, "bitmap offset 8");
+	ut_assert_rc(block_rc(0, 4096, 0, 4096, 4096 + 8), 0, "bitmap offset 4104");
 
 	/* Index: at most 64 blocks. */
-	assert_rc(block_rc(63, 4096, 0, 4096, 0), 0, "index 63");
-	assert_rc(block_rc(64, 4096, 0, 4096, 0), -EBADMSG, "index 64");
-	assert_rc(block_rc(UINT32_MAX, 4096, 0, 4096, 0), -EBADMSG, "index ~0");
+	ut_assert_rc(block_rc(63, 4096, 0, 4096, 0), 0, "index 63");
+	ut_assert_rc(block_rc(64, 4096, 0, 4096, 0), -EBADMSG, "index 64");
+	ut_assert_rc(block_rc(UINT32_MAX, 4096, 0, 4096, 0), -EBADMSG, "index ~0");
 }
 
 /* The BLOCK encoding of pc.ram with its 32 name bytes replaced. */
@@ -716,14 +638,14 @@ static void test_owner_block_names(void **state)
 	(void)state;
 
 	memset(name, 0, sizeof(name));
-	assert_rc(block_name_rc(name), -EBADMSG, "empty name");
+	ut_assert_rc(block_name_rc(name), -EBADMSG, "empty name");
 
 	memset(name, 'a', sizeof(name));
-	assert_rc(block_name_rc(name), -EBADMSG, "32 chars, unterminated");
+	ut_assert_rc(block_name_rc(name), -EBADMSG, "32 chars, unterminated");
 
 	memset(name, 0, sizeof(name));
 	memset(name, 'a', 31);
-	assert_rc(block_name_rc(name), 0, "31 chars");
+	ut_assert_rc(block_name_rc(name), 0, "31 chars");
 
 	static const uint8_t bad_chars[] = { 0x01, 0x09, 0x0a, 0x1f, 0x7f, 0x80, 0xc3, 0xff };
 	for (size_t i = 0; i < sizeof(bad_chars); i++) {
@@ -731,13 +653,13 @@ static void test_owner_block_names(void **state)
 			memset(name, 0, sizeof(name));
 			memcpy(name, "abc", 3);
 			name[pos] = bad_chars[i];
-			assert_rc(block_name_rc(name), -EBADMSG,
+			ut_assert_rc(block_name_rc(name), -EBADMSG,
 				  "char 0x%02x at %u", bad_chars[i], pos);
 		}
 		memset(name, 0, sizeof(name));
 		memset(name, 'z', 31);
 		name[30] = bad_chars[i];
-		assert_rc(block_name_rc(name), -EBADMSG, "char 0x%02x at 30",
+		ut_assert_rc(block_name_rc(name), -EBADMSG, "char 0x%02x at 30",
 			  bad_chars[i]);
 	}
 
@@ -745,7 +667,7 @@ static void test_owner_block_names(void **state)
 	for (unsigned c = 0x20; c <= 0x7e; c++) {
 		memset(name, 0, sizeof(name));
 		memset(name, c, 1 + c % 31);
-		assert_rc(block_name_rc(name), 0, "char 0x%02x", c);
+		ut_assert_rc(block_name_rc(name), 0, "char 0x%02x", c);
 	}
 
 	/* Garbage after the NUL, at every position after it. */
@@ -753,15 +675,15 @@ static void test_owner_block_names(void **state)
 		memset(name, 0, sizeof(name));
 		name[0] = 'a';
 		name[pos] = 'b';
-		assert_rc(block_name_rc(name), -EBADMSG, "garbage at %u", pos);
+		ut_assert_rc(block_name_rc(name), -EBADMSG, "garbage at %u", pos);
 	}
 	memset(name, 0, sizeof(name));
 	memcpy(name, "pc.ram\0x", 8);
-	assert_rc(block_name_rc(name), -EBADMSG, "\"pc.ram\\0x\"");
+	ut_assert_rc(block_name_rc(name), -EBADMSG, "\"pc.ram\\0x\"");
 	memset(name, 0, sizeof(name));
 	name[0] = 'a';
 	name[31] = 0x80;
-	assert_rc(block_name_rc(name), -EBADMSG, "high byte in the last slot");
+	ut_assert_rc(block_name_rc(name), -EBADMSG, "high byte in the last slot");
 
 	/* The decoded name is NUL terminated and equal. */
 	struct owner_msg d;
@@ -770,7 +692,7 @@ static void test_owner_block_names(void **state)
 	uint8_t buf[80];
 	o_block_bytes(buf, 0, 4096, 0, 4096, 0);
 	memcpy(buf + 48, name, sizeof(name));
-	assert_rc(odec(buf, 80, 1, &d), 0, "ram-node0");
+	ut_assert_rc(odec(buf, 80, 1, &d), 0, "ram-node0");
 	assert_string_equal(d.u.block.name, "ram-node0");
 }
 
@@ -779,7 +701,7 @@ static int u32_msg_rc(unsigned type, uint32_t v)
 	uint8_t buf[20];
 
 	o_hdr(buf, (uint16_t)type, 4);
-	st32(buf + 16, v);
+	ut_st32(buf + 16, v);
 	return odec(buf, 20, 0, NULL);
 }
 
@@ -788,7 +710,7 @@ static int bitmap_rc(uint64_t size)
 	uint8_t buf[24];
 
 	o_hdr(buf, 18, 8);
-	st64(buf + 16, size);
+	ut_st64(buf + 16, size);
 	return odec(buf, 24, 1, NULL);
 }
 
@@ -797,35 +719,35 @@ static void test_owner_small_fields(void **state)
 	(void)state;
 
 	for (uint32_t p = 0; p <= 99; p++)
-		assert_rc(u32_msg_rc(3, p), 0, "throttle %u", p);
-	assert_rc(u32_msg_rc(3, 100), -EBADMSG, "throttle 100");
-	assert_rc(u32_msg_rc(3, 101), -EBADMSG, "throttle 101");
-	assert_rc(u32_msg_rc(3, UINT32_MAX), -EBADMSG, "throttle ~0");
+		ut_assert_rc(u32_msg_rc(3, p), 0, "throttle %u", p);
+	ut_assert_rc(u32_msg_rc(3, 100), -EBADMSG, "throttle 100");
+	ut_assert_rc(u32_msg_rc(3, 101), -EBADMSG, "throttle 101");
+	ut_assert_rc(u32_msg_rc(3, UINT32_MAX), -EBADMSG, "throttle ~0");
 
 	for (unsigned type = 5; type <= 7; type += 2) {
-		assert_rc(u32_msg_rc(type, 0), 0, "type %u error 0", type);
-		assert_rc(u32_msg_rc(type, 4095), 0, "type %u error 4095", type);
-		assert_rc(u32_msg_rc(type, 4096), -EBADMSG, "type %u error 4096", type);
-		assert_rc(u32_msg_rc(type, 0x80000000u), -EBADMSG, "type %u error 2^31",
+		ut_assert_rc(u32_msg_rc(type, 0), 0, "type %u error 0", type);
+		ut_assert_rc(u32_msg_rc(type, 4095), 0, "type %u error 4095", type);
+		ut_assert_rc(u32_msg_rc(type, 4096), -EBADMSG, "type %u error 4096", type);
+		ut_assert_rc(u32_msg_rc(type, 0x80000000u), -EBADMSG, "type %u error 2^31",
 			  type);
-		assert_rc(u32_msg_rc(type, UINT32_MAX), -EBADMSG, "type %u error -1", type);
+		ut_assert_rc(u32_msg_rc(type, UINT32_MAX), -EBADMSG, "type %u error -1", type);
 	}
 
-	assert_rc(bitmap_rc(0), -EBADMSG, "bitmap size 0");
-	assert_rc(bitmap_rc(4), -EBADMSG, "bitmap size 4");
-	assert_rc(bitmap_rc(12), -EBADMSG, "bitmap size 12");
-	assert_rc(bitmap_rc(4097), -EBADMSG, "bitmap size 4097");
-	assert_rc(bitmap_rc(8), 0, "bitmap size 8");
-	assert_rc(bitmap_rc(4096), 0, "bitmap size 4096");
-	assert_rc(bitmap_rc(UINT64_MAX), -EBADMSG, "bitmap size ~0");
+	ut_assert_rc(bitmap_rc(0), -EBADMSG, "bitmap size 0");
+	ut_assert_rc(bitmap_rc(4), -EBADMSG, "bitmap size 4");
+	ut_assert_rc(bitmap_rc(12), -EBADMSG, "bitmap size 12");
+	ut_assert_rc(bitmap_rc(4097), -EBADMSG, "bitmap size 4097");
+	ut_assert_rc(bitmap_rc(8), 0, "bitmap size 8");
+	ut_assert_rc(bitmap_rc(4096), 0, "bitmap size 4096");
+	ut_assert_rc(bitmap_rc(UINT64_MAX), -EBADMSG, "bitmap size ~0");
 
 	/* SYNC and ROUND_READY accept any value. */
 	struct owner_msg d;
 	uint8_t buf[32];
 	o_hdr(buf, 19, 16);
-	st64(buf + 16, 0x1122334455667788ull);
-	st64(buf + 24, 0x99aabbccddeeff00ull);
-	assert_rc(odec(buf, 32, 0, &d), 0, "round ready");
+	ut_st64(buf + 16, 0x1122334455667788ull);
+	ut_st64(buf + 24, 0x99aabbccddeeff00ull);
+	ut_assert_rc(odec(buf, 32, 0, &d), 0, "round ready");
 	assert_int_equal(d.u.ready.round, 0x1122334455667788ull);
 	assert_int_equal(d.u.ready.dirty_pages, 0x99aabbccddeeff00ull);
 }
@@ -835,19 +757,6 @@ static void test_owner_small_fields(void **state)
 static void seqpacket_pair(int sv[2])
 {
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
 }
 
 /* The number the next received fd will get: the lowest free one. */
@@ -905,9 +814,9 @@ static void test_sock_block_fd(void **state)
 
 	seqpacket_pair(sv);
 	mfd = make_memfd(3 * 4096, 0x5c);
-	assert_rc(owner_send(sv[0], &m, mfd), 0, "send block");
+	ut_assert_rc(owner_send(sv[0], &m, mfd), 0, "send block");
 	memset(&d, 0, sizeof(d));
-	assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "recv block");
+	ut_assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "recv block");
 	assert_owner_eq(&d, &m);
 	assert_true(fd >= 0);
 	assert_true(fd != mfd);
@@ -931,9 +840,9 @@ static void test_sock_block_fd(void **state)
 	int bfd = make_memfd(4096, 0);
 	m = o_valid(OWNER_MSG_BITMAP, 0);
 	m.u.bitmap_size = 4096;
-	assert_rc(owner_send(sv[0], &m, bfd), 0, "send bitmap");
+	ut_assert_rc(owner_send(sv[0], &m, bfd), 0, "send bitmap");
 	fd = -2;
-	assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "recv bitmap");
+	ut_assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "recv bitmap");
 	assert_int_equal(d.type, OWNER_MSG_BITMAP);
 	assert_int_equal(d.u.bitmap_size, 4096);
 	assert_true(fd >= 0);
@@ -960,10 +869,10 @@ static void test_sock_all_types(void **state)
 			struct owner_msg m = o_valid(type, variant), d;
 			int fd = -2;
 
-			assert_rc(owner_send(sv[variant & 1], &m,
+			ut_assert_rc(owner_send(sv[variant & 1], &m,
 					     spec_owner_nfds(type) ? mfd : -1), 0,
 				  "send type %u", type);
-			assert_rc(owner_recv(sv[!(variant & 1)], 1000, &d, &fd), 0,
+			ut_assert_rc(owner_recv(sv[!(variant & 1)], 1000, &d, &fd), 0,
 				  "recv type %u", type);
 			assert_owner_eq(&d, &m);
 			if (spec_owner_nfds(type)) {
@@ -987,16 +896,16 @@ static void test_sock_send_fd_mismatch(void **state)
 
 	seqpacket_pair(sv);
 	mfd = make_memfd(4096, 0);
-	before = count_fds();
+	before = ut_count_fds();
 	assert_true(owner_send(sv[0], &m, mfd) < 0);
 	m = o_valid(OWNER_MSG_BLOCK, 0);
 	assert_true(owner_send(sv[0], &m, -1) < 0);
 	m = o_valid(OWNER_MSG_BITMAP, 0);
 	assert_true(owner_send(sv[0], &m, -1) < 0);
 	/* Nothing was sent. */
-	assert_rc(owner_recv(sv[1], 0, &d, &fd), -ETIMEDOUT, "nothing sent");
+	ut_assert_rc(owner_recv(sv[1], 0, &d, &fd), -ETIMEDOUT, "nothing sent");
 	assert_int_equal(fd, -1);
-	assert_int_equal(count_fds(), before);
+	assert_int_equal(ut_count_fds(), before);
 	close(mfd);
 	close(sv[0]);
 	close(sv[1]);
@@ -1013,21 +922,21 @@ static void refuse_with_fds(const void *buf, size_t len, unsigned nfds,
 	mfd = make_memfd(4096, 0);
 	for (unsigned i = 0; i < nfds; i++)
 		fds[i] = mfd;
-	before = count_fds();
+	before = ut_count_fds();
 	next = next_free_fd();
 	raw_send(sv[0], buf, len, fds, nfds);
 	memset(&d, 0, sizeof(d));
-	assert_rc(owner_recv(sv[1], 1000, &d, &fd), want, "%s", what);
+	ut_assert_rc(owner_recv(sv[1], 1000, &d, &fd), want, "%s", what);
 	assert_int_equal(fd, -1);
-	if (count_fds() != before)
-		fail_msg("%s: %d fds open after, %d before", what, count_fds(), before);
+	if (ut_count_fds() != before)
+		fail_msg("%s: %d fds open after, %d before", what, ut_count_fds(), before);
 	if (nfds && fd_open(next))
 		fail_msg("%s: received fd %d left open", what, next);
 
 	/* The socket still works. */
 	struct owner_msg m = o_valid(OWNER_MSG_SYNC, 1);
-	assert_rc(owner_send(sv[0], &m, -1), 0, "%s: send after", what);
-	assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "%s: recv after", what);
+	ut_assert_rc(owner_send(sv[0], &m, -1), 0, "%s: send after", what);
+	ut_assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "%s: recv after", what);
 	assert_owner_eq(&d, &m);
 	close(mfd);
 	close(sv[0]);
@@ -1114,14 +1023,14 @@ static void test_sock_empty_packet(void **state)
 	 */
 	seqpacket_pair(sv);
 	mfd = make_memfd(4096, 0);
-	before = count_fds();
+	before = ut_count_fds();
 	next = next_free_fd();
 	raw_send(sv[0], "", 0, &mfd, 1);
 	r = owner_recv(sv[1], 1000, &d, &fd);
 	assert_true(r == -EBADMSG || r == -ECONNRESET);
 	assert_int_equal(fd, -1);
 	assert_false(fd_open(next));
-	assert_int_equal(count_fds(), before);
+	assert_int_equal(ut_count_fds(), before);
 	close(mfd);
 	close(sv[0]);
 	close(sv[1]);
@@ -1135,21 +1044,21 @@ static void test_sock_closed_peer(void **state)
 
 	seqpacket_pair(sv);
 	close(sv[0]);
-	assert_rc(owner_recv(sv[1], 1000, &d, &fd), -ECONNRESET, "closed peer");
+	ut_assert_rc(owner_recv(sv[1], 1000, &d, &fd), -ECONNRESET, "closed peer");
 	assert_int_equal(fd, -1);
 	/* Sending to it: an error, and no SIGPIPE to kill us. */
-	assert_rc(owner_send(sv[1], &m, -1), -ECONNRESET, "send to closed peer");
+	ut_assert_rc(owner_send(sv[1], &m, -1), -ECONNRESET, "send to closed peer");
 	close(sv[1]);
 
 	/* A queued message is still delivered, then the close. */
 	seqpacket_pair(sv);
 	m = o_valid(OWNER_MSG_ROUND_READY, 1);
-	assert_rc(owner_send(sv[0], &m, -1), 0, "send");
+	ut_assert_rc(owner_send(sv[0], &m, -1), 0, "send");
 	close(sv[0]);
-	assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "queued message");
+	ut_assert_rc(owner_recv(sv[1], 1000, &d, &fd), 0, "queued message");
 	assert_owner_eq(&d, &m);
-	assert_rc(owner_recv(sv[1], 1000, &d, &fd), -ECONNRESET, "then closed");
-	assert_rc(owner_recv(sv[1], -1, &d, &fd), -ECONNRESET, "still closed");
+	ut_assert_rc(owner_recv(sv[1], 1000, &d, &fd), -ECONNRESET, "then closed");
+	ut_assert_rc(owner_recv(sv[1], -1, &d, &fd), -ECONNRESET, "still closed");
 	close(sv[1]);
 }
 
@@ -1170,7 +1079,7 @@ static void test_sock_timeout(void **state)
 
 	seqpacket_pair(sv);
 	t0 = mono_ms();
-	assert_rc(owner_recv(sv[1], 150, &d, &fd), -ETIMEDOUT, "150 ms");
+	ut_assert_rc(owner_recv(sv[1], 150, &d, &fd), -ETIMEDOUT, "150 ms");
 	dt = mono_ms() - t0;
 	assert_int_equal(fd, -1);
 	assert_true(dt >= 140);
@@ -1178,14 +1087,14 @@ static void test_sock_timeout(void **state)
 
 	fd = -2;
 	t0 = mono_ms();
-	assert_rc(owner_recv(sv[1], 0, &d, &fd), -ETIMEDOUT, "0 ms");
+	ut_assert_rc(owner_recv(sv[1], 0, &d, &fd), -ETIMEDOUT, "0 ms");
 	assert_true(mono_ms() - t0 < 1000);
 	assert_int_equal(fd, -1);
 
 	/* A message that is there does not wait for the timeout. */
 	struct owner_msg m = o_valid(OWNER_MSG_STOPPED, 0);
-	assert_rc(owner_send(sv[0], &m, -1), 0, "send");
-	assert_rc(owner_recv(sv[1], 0, &d, &fd), 0, "ready message, 0 ms");
+	ut_assert_rc(owner_send(sv[0], &m, -1), 0, "send");
+	ut_assert_rc(owner_recv(sv[1], 0, &d, &fd), 0, "ready message, 0 ms");
 	assert_int_equal(d.type, OWNER_MSG_STOPPED);
 	close(sv[0]);
 	close(sv[1]);
@@ -1217,9 +1126,9 @@ static size_t penc(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 static void p_hdr(uint8_t *buf, uint16_t type, uint32_t plen)
 {
 	memset(buf, 0, 16);
-	st32(buf, P_MAGIC);
-	st16(buf + 4, type);
-	st32(buf + 8, plen);
+	ut_st32(buf, P_MAGIC);
+	ut_st16(buf + 4, type);
+	ut_st32(buf + 8, plen);
 }
 
 static struct peer_msg p_valid(unsigned type, unsigned variant)
@@ -1330,7 +1239,7 @@ static void test_peer_golden(void **state)
 	m.u.layout.flags = PEER_FLAG_VERIFY;
 	assert_int_equal(penc(&m, buf), 32);
 	assert_memory_equal(buf, layout, 32);
-	assert_rc(pdec(layout, 32, &d), 0, "golden layout");
+	ut_assert_rc(pdec(layout, 32, &d), 0, "golden layout");
 	assert_peer_eq(&d, &m);
 
 	memset(&m, 0, sizeof(m));
@@ -1340,10 +1249,10 @@ static void test_peer_golden(void **state)
 	m.u.hashes.hash[1] = 0x0102030405060708ull;
 	assert_int_equal(penc(&m, buf), 40);
 	p_hdr(want, 6, 24);
-	st32(want + 16, 2);
-	st32(want + 20, 0);
-	st64(want + 24, 0x1111111122222222ull);
-	st64(want + 32, 0x0102030405060708ull);
+	ut_st32(want + 16, 2);
+	ut_st32(want + 20, 0);
+	ut_st64(want + 24, 0x1111111122222222ull);
+	ut_st64(want + 32, 0x0102030405060708ull);
 	assert_memory_equal(buf, want, 40);
 
 	memset(&m, 0, sizeof(m));
@@ -1353,10 +1262,10 @@ static void test_peer_golden(void **state)
 	m.u.done.bytes = 0xabcdef;
 	assert_int_equal(penc(&m, buf), 40);
 	p_hdr(want, 5, 24);
-	st32(want + 16, 3);
-	st32(want + 20, 0);
-	st64(want + 24, 9);
-	st64(want + 32, 0xabcdef);
+	ut_st32(want + 16, 3);
+	ut_st32(want + 20, 0);
+	ut_st64(want + 24, 9);
+	ut_st64(want + 32, 0xabcdef);
 	assert_memory_equal(buf, want, 40);
 
 	memset(&m, 0, sizeof(m));
@@ -1367,9 +1276,9 @@ static void test_peer_golden(void **state)
 	strcpy(m.u.block.name, "pc.ram");
 	assert_int_equal(penc(&m, buf), 64);
 	p_hdr(want, 2, 48);
-	st32(want + 16, 1);
-	st32(want + 20, 2 * MiB);
-	st64(want + 24, 8 * GiB);
+	ut_st32(want + 16, 1);
+	ut_st32(want + 20, 2 * MiB);
+	ut_st64(want + 24, 8 * GiB);
 	memset(want + 32, 0, 32);
 	memcpy(want + 32, "pc.ram", 6);
 	assert_memory_equal(buf, want, 64);
@@ -1391,13 +1300,13 @@ static void test_peer_roundtrip(void **state)
 			assert_int_equal(len, 16 + (size_t)spec_peer_plen(type,
 							m.u.hashes.nblocks));
 			assert_true(len <= PEER_MAX_MSG);
-			assert_int_equal(ld(buf, 4), P_MAGIC);
-			assert_int_equal(ld(buf + 4, 2), type);
-			assert_int_equal(ld(buf + 6, 2), 0);
-			assert_int_equal(ld(buf + 8, 4), len - 16);
-			assert_int_equal(ld(buf + 12, 4), 0);
+			assert_int_equal(ut_ld(buf, 4), P_MAGIC);
+			assert_int_equal(ut_ld(buf + 4, 2), type);
+			assert_int_equal(ut_ld(buf + 6, 2), 0);
+			assert_int_equal(ut_ld(buf + 8, 4), len - 16);
+			assert_int_equal(ut_ld(buf + 12, 4), 0);
 			memset(&d, 0xa5, sizeof(d));
-			assert_rc(pdec(buf, len, &d), 0, "type %u variant %u", type,
+			ut_assert_rc(pdec(buf, len, &d), 0, "type %u variant %u", type,
 				  variant);
 			assert_peer_eq(&d, &m);
 			assert_int_equal(penc(&d, again), len);
@@ -1418,7 +1327,7 @@ static void test_peer_roundtrip(void **state)
 			m.u.hashes.hash[i] = ~(uint64_t)i * 0x9e3779b97f4a7c15ull;
 		len = penc(&m, buf);
 		assert_int_equal(len, 24 + 8 * n);
-		assert_rc(pdec(buf, len, &d), 0, "hashes %u", n);
+		ut_assert_rc(pdec(buf, len, &d), 0, "hashes %u", n);
 		assert_peer_eq(&d, &m);
 	}
 }
@@ -1436,51 +1345,51 @@ static void test_peer_header(void **state)
 		/* Truncated header. */
 		for (size_t l = 0; l < 16; l++) {
 			len = penc(&m, buf);
-			assert_rc(pdec(buf, l, NULL), -EBADMSG, "type %u, %zu bytes",
+			ut_assert_rc(pdec(buf, l, NULL), -EBADMSG, "type %u, %zu bytes",
 				  type, l);
 		}
 		/* Magic. */
 		for (unsigned i = 0; i < 4; i++) {
 			len = penc(&m, buf);
 			buf[i] ^= 0x20;
-			assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u magic %u",
+			ut_assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u magic %u",
 				  type, i);
 		}
 		len = penc(&m, buf);
-		st32(buf, O_MAGIC);
-		assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u owner magic", type);
+		ut_st32(buf, O_MAGIC);
+		ut_assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u owner magic", type);
 		/* Reserved header bytes. */
 		static const unsigned offs[] = { 6, 7, 12, 13, 14, 15 };
 		for (unsigned i = 0; i < 6; i++) {
 			len = penc(&m, buf);
 			buf[offs[i]] = 1;
-			assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u byte %u",
+			ut_assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u byte %u",
 				  type, offs[i]);
 		}
 		/* Length: trailing byte, one short, declared +-1. */
 		memset(buf, 0, sizeof(buf));
 		len = penc(&m, buf);
-		assert_rc(pdec(buf, len + 1, NULL), -EBADMSG, "type %u + 1 byte", type);
+		ut_assert_rc(pdec(buf, len + 1, NULL), -EBADMSG, "type %u + 1 byte", type);
 		if (len > 16)
-			assert_rc(pdec(buf, len - 1, NULL), -EBADMSG, "type %u - 1 byte",
+			ut_assert_rc(pdec(buf, len - 1, NULL), -EBADMSG, "type %u - 1 byte",
 				  type);
-		st32(buf + 8, (uint32_t)(len - 16 + 1));
-		assert_rc(pdec(buf, len + 1, NULL), -EBADMSG, "type %u declared + 1",
+		ut_st32(buf + 8, (uint32_t)(len - 16 + 1));
+		ut_assert_rc(pdec(buf, len + 1, NULL), -EBADMSG, "type %u declared + 1",
 			  type);
-		assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u declared > actual",
+		ut_assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u declared > actual",
 			  type);
 		if (len > 16) {
-			st32(buf + 8, (uint32_t)(len - 16 - 1));
-			assert_rc(pdec(buf, len - 1, NULL), -EBADMSG,
+			ut_st32(buf + 8, (uint32_t)(len - 16 - 1));
+			ut_assert_rc(pdec(buf, len - 1, NULL), -EBADMSG,
 				  "type %u declared - 1", type);
-			assert_rc(pdec(buf, len, NULL), -EBADMSG,
+			ut_assert_rc(pdec(buf, len, NULL), -EBADMSG,
 				  "type %u declared < actual", type);
 		}
-		st32(buf + 8, UINT32_MAX);
-		assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u declared ~0", type);
+		ut_st32(buf + 8, UINT32_MAX);
+		ut_assert_rc(pdec(buf, len, NULL), -EBADMSG, "type %u declared ~0", type);
 	}
-	assert_rc(peer_msg_decode(NULL, 0, &(struct peer_msg){ 0 }), -EBADMSG, "NULL");
-	assert_rc(peer_msg_decode(NULL, 32, &(struct peer_msg){ 0 }), -EBADMSG,
+	ut_assert_rc(peer_msg_decode(NULL, 0, &(struct peer_msg){ 0 }), -EBADMSG, "NULL");
+	ut_assert_rc(peer_msg_decode(NULL, 32, &(struct peer_msg){ 0 }), -EBADMSG,
 		  "NULL, 32");
 
 	/* Unknown types. */
@@ -1490,7 +1399,7 @@ static void test_peer_header(void **state)
 			uint8_t buf[64] = { 0 };
 
 			p_hdr(buf, (uint16_t)unknown[i], plen);
-			assert_rc(pdec(buf, 16 + plen, NULL), -EBADMSG,
+			ut_assert_rc(pdec(buf, 16 + plen, NULL), -EBADMSG,
 				  "type %u plen %u", unknown[i], plen);
 		}
 	}
@@ -1506,8 +1415,8 @@ static int hashes_rc(uint32_t n, uint32_t have, uint32_t declared_plen,
 	assert_true(have <= 80);
 	memset(buf, 0x3c, sizeof(buf));
 	p_hdr(buf, 6, declared_plen);
-	st32(buf + 16, n);
-	st32(buf + 20, reserved);
+	ut_st32(buf + 16, n);
+	ut_st32(buf + 20, reserved);
 	return pdec(buf, len, NULL);
 }
 
@@ -1515,28 +1424,28 @@ static void test_peer_hashes(void **state)
 {
 	(void)state;
 
-	assert_rc(hashes_rc(1, 1, 16, 0), 0, "1 block");
-	assert_rc(hashes_rc(64, 64, 520, 0), 0, "64 blocks");
-	assert_rc(hashes_rc(0, 0, 8, 0), -EBADMSG, "0 blocks");
-	assert_rc(hashes_rc(65, 65, 528, 0), -EBADMSG, "65 blocks");
-	assert_rc(hashes_rc(UINT32_MAX, 1, 16, 0), -EBADMSG, "~0 blocks");
-	assert_rc(hashes_rc(0x20000001u, 1, 16, 0), -EBADMSG,
+	ut_assert_rc(hashes_rc(1, 1, 16, 0), 0, "1 block");
+	ut_assert_rc(hashes_rc(64, 64, 520, 0), 0, "64 blocks");
+	ut_assert_rc(hashes_rc(0, 0, 8, 0), -EBADMSG, "0 blocks");
+	ut_assert_rc(hashes_rc(65, 65, 528, 0), -EBADMSG, "65 blocks");
+	ut_assert_rc(hashes_rc(UINT32_MAX, 1, 16, 0), -EBADMSG, "~0 blocks");
+	ut_assert_rc(hashes_rc(0x20000001u, 1, 16, 0), -EBADMSG,
 		  "nblocks whose 8*n wraps to 8");
-	assert_rc(hashes_rc(2, 1, 16, 0), -EBADMSG, "2 declared, 1 sent");
-	assert_rc(hashes_rc(2, 1, 24, 0), -EBADMSG, "2 declared, length for 2, 1 sent");
-	assert_rc(hashes_rc(1, 2, 24, 0), -EBADMSG, "1 declared, 2 sent");
-	assert_rc(hashes_rc(1, 2, 16, 0), -EBADMSG, "1 declared, trailing 8");
-	assert_rc(hashes_rc(1, 1, 24, 0), -EBADMSG, "length field 24");
-	assert_rc(hashes_rc(1, 1, 16, 1), -EBADMSG, "reserved 1");
-	assert_rc(hashes_rc(1, 1, 16, 0x80000000u), -EBADMSG, "reserved 2^31");
+	ut_assert_rc(hashes_rc(2, 1, 16, 0), -EBADMSG, "2 declared, 1 sent");
+	ut_assert_rc(hashes_rc(2, 1, 24, 0), -EBADMSG, "2 declared, length for 2, 1 sent");
+	ut_assert_rc(hashes_rc(1, 2, 24, 0), -EBADMSG, "1 declared, 2 sent");
+	ut_assert_rc(hashes_rc(1, 2, 16, 0), -EBADMSG, "1 declared, trailing 8");
+	ut_assert_rc(hashes_rc(1, 1, 24, 0), -EBADMSG, "length field 24");
+	ut_assert_rc(hashes_rc(1, 1, 16, 1), -EBADMSG, "reserved 1");
+	ut_assert_rc(hashes_rc(1, 1, 16, 0x80000000u), -EBADMSG, "reserved 2^31");
 
 	/* Too short to hold nblocks. */
 	for (size_t len = 16; len < 24; len++) {
 		uint8_t buf[24] = { 0 };
 
 		p_hdr(buf, 6, 8);
-		st32(buf + 16, 1);
-		assert_rc(pdec(buf, len, NULL), -EBADMSG, "hashes, %zu bytes", len);
+		ut_st32(buf + 16, 1);
+		ut_assert_rc(pdec(buf, len, NULL), -EBADMSG, "hashes, %zu bytes", len);
 	}
 }
 
@@ -1546,10 +1455,10 @@ static int layout_rc(uint32_t version, uint32_t nblocks, uint32_t flags,
 	uint8_t buf[32];
 
 	p_hdr(buf, 1, 16);
-	st32(buf + 16, version);
-	st32(buf + 20, nblocks);
-	st32(buf + 24, flags);
-	st32(buf + 28, zero);
+	ut_st32(buf + 16, version);
+	ut_st32(buf + 20, nblocks);
+	ut_st32(buf + 24, flags);
+	ut_st32(buf + 28, zero);
 	return pdec(buf, 32, NULL);
 }
 
@@ -1558,9 +1467,9 @@ static int pblock_rc(uint32_t index, uint32_t page, uint64_t size, const char *n
 	uint8_t buf[64];
 
 	p_hdr(buf, 2, 48);
-	st32(buf + 16, index);
-	st32(buf + 20, page);
-	st64(buf + 24, size);
+	ut_st32(buf + 16, index);
+	ut_st32(buf + 20, page);
+	ut_st64(buf + 24, size);
 	memset(buf + 32, 0, 32);
 	memcpy(buf + 32, name, strnlen(name, 32));
 	return pdec(buf, 64, NULL);
@@ -1572,9 +1481,9 @@ static int u32_peer_rc(unsigned type, uint32_t a, uint32_t b, size_t plen)
 
 	memset(buf, 0, sizeof(buf));
 	p_hdr(buf, (uint16_t)type, (uint32_t)plen);
-	st32(buf + 16, a);
+	ut_st32(buf + 16, a);
 	if (plen >= 8)
-		st32(buf + 20, b);
+		ut_st32(buf + 20, b);
 	return pdec(buf, 16 + plen, NULL);
 }
 
@@ -1583,80 +1492,80 @@ static void test_peer_fields(void **state)
 	(void)state;
 
 	/* LAYOUT */
-	assert_rc(layout_rc(1, 1, 0, 0), 0, "layout");
-	assert_rc(layout_rc(1, 64, 1, 0), 0, "layout 64 verify");
-	assert_rc(layout_rc(2, 1, 0, 0), -EPROTONOSUPPORT, "layout v2");
-	assert_rc(layout_rc(0, 1, 0, 0), -EPROTONOSUPPORT, "layout v0");
-	assert_rc(layout_rc(UINT32_MAX, 1, 0, 0), -EPROTONOSUPPORT, "layout v~0");
-	assert_rc(layout_rc(1, 0, 0, 0), -EBADMSG, "layout 0 blocks");
-	assert_rc(layout_rc(1, 65, 0, 0), -EBADMSG, "layout 65 blocks");
-	assert_rc(layout_rc(1, 1, 2, 0), -EBADMSG, "layout flags 2");
-	assert_rc(layout_rc(1, 1, 3, 0), -EBADMSG, "layout flags 3");
-	assert_rc(layout_rc(1, 1, 0x80000000u, 0), -EBADMSG, "layout flags 2^31");
-	assert_rc(layout_rc(1, 1, 0, 1), -EBADMSG, "layout reserved");
+	ut_assert_rc(layout_rc(1, 1, 0, 0), 0, "layout");
+	ut_assert_rc(layout_rc(1, 64, 1, 0), 0, "layout 64 verify");
+	ut_assert_rc(layout_rc(2, 1, 0, 0), -EPROTONOSUPPORT, "layout v2");
+	ut_assert_rc(layout_rc(0, 1, 0, 0), -EPROTONOSUPPORT, "layout v0");
+	ut_assert_rc(layout_rc(UINT32_MAX, 1, 0, 0), -EPROTONOSUPPORT, "layout v~0");
+	ut_assert_rc(layout_rc(1, 0, 0, 0), -EBADMSG, "layout 0 blocks");
+	ut_assert_rc(layout_rc(1, 65, 0, 0), -EBADMSG, "layout 65 blocks");
+	ut_assert_rc(layout_rc(1, 1, 2, 0), -EBADMSG, "layout flags 2");
+	ut_assert_rc(layout_rc(1, 1, 3, 0), -EBADMSG, "layout flags 3");
+	ut_assert_rc(layout_rc(1, 1, 0x80000000u, 0), -EBADMSG, "layout flags 2^31");
+	ut_assert_rc(layout_rc(1, 1, 0, 1), -EBADMSG, "layout reserved");
 
 	/* BLOCK */
-	assert_rc(pblock_rc(0, 4096, 4096, "pc.ram"), 0, "block");
-	assert_rc(pblock_rc(63, 1u << 30, 16 * TiB, "x"), 0, "block max");
-	assert_rc(pblock_rc(64, 4096, 4096, "pc.ram"), -EBADMSG, "block index 64");
+	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc.ram"), 0, "block");
+	ut_assert_rc(pblock_rc(63, 1u << 30, 16 * TiB, "x"), 0, "block max");
+	ut_assert_rc(pblock_rc(64, 4096, 4096, "pc.ram"), -EBADMSG, "block index 64");
 	static const uint32_t bad_pages[] = { 0, 2048, 4095, 4097, 12288, 1u << 31,
 					      UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad_pages) / sizeof(bad_pages[0]); i++)
-		assert_rc(pblock_rc(0, bad_pages[i], 12 * GiB, "pc.ram"), -EBADMSG,
+		ut_assert_rc(pblock_rc(0, bad_pages[i], 12 * GiB, "pc.ram"), -EBADMSG,
 			  "block page %u", bad_pages[i]);
-	assert_rc(pblock_rc(0, 4096, 0, "pc.ram"), -EBADMSG, "block size 0");
-	assert_rc(pblock_rc(0, 4096, 6144, "pc.ram"), -EBADMSG, "block size 6144");
-	assert_rc(pblock_rc(0, 2 * MiB, 4096, "pc.ram"), -EBADMSG, "block size < page");
-	assert_rc(pblock_rc(0, 4096, 16 * TiB + 4096, "pc.ram"), -EBADMSG,
+	ut_assert_rc(pblock_rc(0, 4096, 0, "pc.ram"), -EBADMSG, "block size 0");
+	ut_assert_rc(pblock_rc(0, 4096, 6144, "pc.ram"), -EBADMSG, "block size 6144");
+	ut_assert_rc(pblock_rc(0, 2 * MiB, 4096, "pc.ram"), -EBADMSG, "block size < page");
+	ut_assert_rc(pblock_rc(0, 4096, 16 * TiB + 4096, "pc.ram"), -EBADMSG,
 		  "block size > 16 TiB");
-	assert_rc(pblock_rc(0, 4096, 4096, ""), -EBADMSG, "block name empty");
-	assert_rc(pblock_rc(0, 4096, 4096, "0123456789abcdef0123456789abcdef"),
+	ut_assert_rc(pblock_rc(0, 4096, 4096, ""), -EBADMSG, "block name empty");
+	ut_assert_rc(pblock_rc(0, 4096, 4096, "0123456789abcdef0123456789abcdef"),
 		  -EBADMSG, "block name unterminated");
-	assert_rc(pblock_rc(0, 4096, 4096, "pc\x01ram"), -EBADMSG, "block name \\x01");
-	assert_rc(pblock_rc(0, 4096, 4096, "pc\x7fram"), -EBADMSG, "block name \\x7f");
-	assert_rc(pblock_rc(0, 4096, 4096, "pc\xe9ram"), -EBADMSG, "block name \\xe9");
+	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\x01ram"), -EBADMSG, "block name \\x01");
+	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\x7fram"), -EBADMSG, "block name \\x7f");
+	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\xe9ram"), -EBADMSG, "block name \\xe9");
 	{
 		uint8_t buf[64];
 
 		p_hdr(buf, 2, 48);
-		st32(buf + 16, 0);
-		st32(buf + 20, 4096);
-		st64(buf + 24, 4096);
+		ut_st32(buf + 16, 0);
+		ut_st32(buf + 20, 4096);
+		ut_st64(buf + 24, 4096);
 		memset(buf + 32, 0, 32);
 		memcpy(buf + 32, "ram\0z", 5);
-		assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage after NUL");
+		ut_assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage after NUL");
 	}
 	{
 		uint8_t buf[64];
 
 		p_hdr(buf, 2, 48);
-		st32(buf + 16, 0);
-		st32(buf + 20, 4096);
-		st64(buf + 24, 4096);
+		ut_st32(buf + 16, 0);
+		ut_st32(buf + 20, 4096);
+		ut_st64(buf + 24, 4096);
 		memset(buf + 32, 0, 32);
 		memcpy(buf + 32, "ram", 3);
 		buf[63] = 1;
-		assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage at 31");
+		ut_assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage at 31");
 	}
 
 	/* REGION */
-	assert_rc(u32_peer_rc(3, 63, 0, 40), 0, "region 63");
-	assert_rc(u32_peer_rc(3, 64, 0, 40), -EBADMSG, "region 64");
-	assert_rc(u32_peer_rc(3, UINT32_MAX, 0, 40), -EBADMSG, "region ~0");
-	assert_rc(u32_peer_rc(3, 0, 1, 40), -EBADMSG, "region reserved");
+	ut_assert_rc(u32_peer_rc(3, 63, 0, 40), 0, "region 63");
+	ut_assert_rc(u32_peer_rc(3, 64, 0, 40), -EBADMSG, "region 64");
+	ut_assert_rc(u32_peer_rc(3, UINT32_MAX, 0, 40), -EBADMSG, "region ~0");
+	ut_assert_rc(u32_peer_rc(3, 0, 1, 40), -EBADMSG, "region reserved");
 
 	/* DONE */
-	assert_rc(u32_peer_rc(5, 15, 0, 24), 0, "done channel 15");
-	assert_rc(u32_peer_rc(5, 16, 0, 24), -EBADMSG, "done channel 16");
-	assert_rc(u32_peer_rc(5, UINT32_MAX, 0, 24), -EBADMSG, "done channel ~0");
-	assert_rc(u32_peer_rc(5, 0, 1, 24), -EBADMSG, "done reserved");
+	ut_assert_rc(u32_peer_rc(5, 15, 0, 24), 0, "done channel 15");
+	ut_assert_rc(u32_peer_rc(5, 16, 0, 24), -EBADMSG, "done channel 16");
+	ut_assert_rc(u32_peer_rc(5, UINT32_MAX, 0, 24), -EBADMSG, "done channel ~0");
+	ut_assert_rc(u32_peer_rc(5, 0, 1, 24), -EBADMSG, "done reserved");
 
 	/* FAIL */
-	assert_rc(u32_peer_rc(10, 0, 0, 4), 0, "fail 0");
-	assert_rc(u32_peer_rc(10, 4095, 0, 4), 0, "fail 4095");
-	assert_rc(u32_peer_rc(10, 4096, 0, 4), -EBADMSG, "fail 4096");
-	assert_rc(u32_peer_rc(10, 0x80000000u, 0, 4), -EBADMSG, "fail 2^31");
-	assert_rc(u32_peer_rc(10, UINT32_MAX, 0, 4), -EBADMSG, "fail -1");
+	ut_assert_rc(u32_peer_rc(10, 0, 0, 4), 0, "fail 0");
+	ut_assert_rc(u32_peer_rc(10, 4095, 0, 4), 0, "fail 4095");
+	ut_assert_rc(u32_peer_rc(10, 4096, 0, 4), -EBADMSG, "fail 4096");
+	ut_assert_rc(u32_peer_rc(10, 0x80000000u, 0, 4), -EBADMSG, "fail 2^31");
+	ut_assert_rc(u32_peer_rc(10, UINT32_MAX, 0, 4), -EBADMSG, "fail -1");
 }
 
 /* ---- fuzz ---- */
@@ -1693,28 +1602,28 @@ static int ref_owner(const uint8_t *b, size_t len, unsigned nfds)
 	long plen;
 	const uint8_t *p = b + 16;
 
-	if (len < 16 || ld(b, 4) != O_MAGIC || ld(b + 6, 2) || ld(b + 12, 4))
+	if (len < 16 || ut_ld(b, 4) != O_MAGIC || ut_ld(b + 6, 2) || ut_ld(b + 12, 4))
 		return -EBADMSG;
-	type = (unsigned)ld(b + 4, 2);
+	type = (unsigned)ut_ld(b + 4, 2);
 	plen = spec_owner_plen(type);
-	if (plen < 0 || ld(b + 8, 4) != (uint64_t)plen || len != 16 + (size_t)plen ||
+	if (plen < 0 || ut_ld(b + 8, 4) != (uint64_t)plen || len != 16 + (size_t)plen ||
 	    nfds != spec_owner_nfds(type))
 		return -EBADMSG;
 	switch (type) {
 	case 1:
 	case 16:
-		if (ld(p, 4) != 1)
+		if (ut_ld(p, 4) != 1)
 			return -EPROTONOSUPPORT;
-		if (ld(p + 4, 4) != 1 && ld(p + 4, 4) != 2)
+		if (ut_ld(p + 4, 4) != 1 && ut_ld(p + 4, 4) != 2)
 			return -EBADMSG;
-		if (type == 16 && (ld(p + 16, 4) < 1 || ld(p + 16, 4) > 64 || ld(p + 20, 4)))
+		if (type == 16 && (ut_ld(p + 16, 4) < 1 || ut_ld(p + 16, 4) > 64 || ut_ld(p + 20, 4)))
 			return -EBADMSG;
 		return 0;
 	case 17: {
-		uint64_t page = ld(p + 4, 4), off = ld(p + 8, 8), size = ld(p + 16, 8);
-		uint64_t bm = ld(p + 24, 8);
+		uint64_t page = ut_ld(p + 4, 4), off = ut_ld(p + 8, 8), size = ut_ld(p + 16, 8);
+		uint64_t bm = ut_ld(p + 24, 8);
 
-		if (ld(p, 4) >= 64 || !ref_page_ok(page) || size == 0 || size % page ||
+		if (ut_ld(p, 4) >= 64 || !ref_page_ok(page) || size == 0 || size % page ||
 		    size > 16 * TiB || off % page || off + size < off || bm % 8 ||
 		    bm > 1ull << 40 /* the code's limit; the document sets none */ ||
 		    !ref_name_ok(p + 32))
@@ -1722,15 +1631,15 @@ static int ref_owner(const uint8_t *b, size_t len, unsigned nfds)
 		return 0;
 	}
 	case 18: {
-		uint64_t s = ld(p, 8);
+		uint64_t s = ut_ld(p, 8);
 
 		return s && s % 8 == 0 && s <= 1ull << 40 /* code's limit */ ? 0 : -EBADMSG;
 	}
 	case 3:
-		return ld(p, 4) <= 99 ? 0 : -EBADMSG;
+		return ut_ld(p, 4) <= 99 ? 0 : -EBADMSG;
 	case 5:
 	case 7:
-		return ld(p, 4) <= 4095 ? 0 : -EBADMSG;
+		return ut_ld(p, 4) <= 4095 ? 0 : -EBADMSG;
 	default:
 		return 0;
 	}
@@ -1743,39 +1652,39 @@ static int ref_peer(const uint8_t *b, size_t len)
 	long plen;
 	const uint8_t *p = b + 16;
 
-	if (len < 16 || ld(b, 4) != P_MAGIC || ld(b + 6, 2) || ld(b + 12, 4))
+	if (len < 16 || ut_ld(b, 4) != P_MAGIC || ut_ld(b + 6, 2) || ut_ld(b + 12, 4))
 		return -EBADMSG;
-	type = (unsigned)ld(b + 4, 2);
+	type = (unsigned)ut_ld(b + 4, 2);
 	if (type == 6) {
 		if (len < 24)
 			return -EBADMSG;
-		n = ld(p, 4);
+		n = ut_ld(p, 4);
 		if (n < 1 || n > 64)
 			return -EBADMSG;
 	}
 	plen = spec_peer_plen(type, (uint32_t)n);
-	if (plen < 0 || ld(b + 8, 4) != (uint64_t)plen || len != 16 + (size_t)plen)
+	if (plen < 0 || ut_ld(b + 8, 4) != (uint64_t)plen || len != 16 + (size_t)plen)
 		return -EBADMSG;
 	switch (type) {
 	case 1:
-		if (ld(p, 4) != 1)
+		if (ut_ld(p, 4) != 1)
 			return -EPROTONOSUPPORT;
-		return ld(p + 4, 4) >= 1 && ld(p + 4, 4) <= 64 && !(ld(p + 8, 4) & ~1ull) &&
-			       !ld(p + 12, 4) ? 0 : -EBADMSG;
+		return ut_ld(p + 4, 4) >= 1 && ut_ld(p + 4, 4) <= 64 && !(ut_ld(p + 8, 4) & ~1ull) &&
+			       !ut_ld(p + 12, 4) ? 0 : -EBADMSG;
 	case 2: {
-		uint64_t page = ld(p + 4, 4), size = ld(p + 8, 8);
+		uint64_t page = ut_ld(p + 4, 4), size = ut_ld(p + 8, 8);
 
-		return ld(p, 4) < 64 && ref_page_ok(page) && size && size % page == 0 &&
+		return ut_ld(p, 4) < 64 && ref_page_ok(page) && size && size % page == 0 &&
 			       size <= 16 * TiB && ref_name_ok(p + 16) ? 0 : -EBADMSG;
 	}
 	case 3:
-		return ld(p, 4) < 64 && !ld(p + 4, 4) ? 0 : -EBADMSG;
+		return ut_ld(p, 4) < 64 && !ut_ld(p + 4, 4) ? 0 : -EBADMSG;
 	case 5:
-		return ld(p, 4) < 16 && !ld(p + 4, 4) ? 0 : -EBADMSG;
+		return ut_ld(p, 4) < 16 && !ut_ld(p + 4, 4) ? 0 : -EBADMSG;
 	case 6:
-		return ld(p + 4, 4) ? -EBADMSG : 0;
+		return ut_ld(p + 4, 4) ? -EBADMSG : 0;
 	case 10:
-		return ld(p, 4) <= 4095 ? 0 : -EBADMSG;
+		return ut_ld(p, 4) <= 4095 ? 0 : -EBADMSG;
 	default:
 		return 0;
 	}
@@ -1783,61 +1692,61 @@ static int ref_peer(const uint8_t *b, size_t len)
 
 static void rnd_name(char *name)
 {
-	size_t n = 1 + rnd_below(31);
+	size_t n = 1 + ut_rnd_below(31);
 
 	memset(name, 0, OWNER_NAME_MAX);
 	for (size_t i = 0; i < n; i++)
-		name[i] = (char)(0x20 + rnd_below(0x5f));
+		name[i] = (char)(0x20 + ut_rnd_below(0x5f));
 }
 
 /* A random valid owner message of a random type; returns its length. */
 static size_t rnd_owner_valid(uint8_t buf[OWNER_MAX_MSG])
 {
-	unsigned type = owner_types[rnd_below(sizeof(owner_types) / sizeof(owner_types[0]))];
+	unsigned type = owner_types[ut_rnd_below(sizeof(owner_types) / sizeof(owner_types[0]))];
 	struct owner_msg m;
 
-	if (rnd_below(4) == 0) /* more of the two that carry an fd */
-		type = rnd() & 1 ? OWNER_MSG_BLOCK : OWNER_MSG_BITMAP;
-	m = o_valid(type, (unsigned)rnd_below(3));
+	if (ut_rnd_below(4) == 0) /* more of the two that carry an fd */
+		type = ut_rnd() & 1 ? OWNER_MSG_BLOCK : OWNER_MSG_BITMAP;
+	m = o_valid(type, (unsigned)ut_rnd_below(3));
 
 	switch (type) {
 	case OWNER_MSG_HELLO:
-		m.u.hello.caps = rnd();
+		m.u.hello.caps = ut_rnd();
 		break;
 	case OWNER_MSG_WELCOME:
-		m.u.welcome.caps = rnd();
-		m.u.welcome.nblocks = 1 + (uint32_t)rnd_below(64);
+		m.u.welcome.caps = ut_rnd();
+		m.u.welcome.nblocks = 1 + (uint32_t)ut_rnd_below(64);
 		break;
 	case OWNER_MSG_BLOCK: {
-		uint32_t page = 1u << (12 + rnd_below(19));
+		uint32_t page = 1u << (12 + ut_rnd_below(19));
 		uint64_t maxpages = 16 * TiB / page;
 
-		m.u.block.index = (uint32_t)rnd_below(64);
+		m.u.block.index = (uint32_t)ut_rnd_below(64);
 		m.u.block.page_size = page;
-		m.u.block.size = page * (1 + rnd_below(rnd() & 1 ? 16 : maxpages));
-		m.u.block.offset = page * rnd_below((UINT64_MAX - m.u.block.size) / page + 1);
-		if (rnd() & 1)
-			m.u.block.offset = page * rnd_below(64);
-		m.u.block.bitmap_offset = 8 * rnd_below((1ull << 37) + 1);
+		m.u.block.size = page * (1 + ut_rnd_below(ut_rnd() & 1 ? 16 : maxpages));
+		m.u.block.offset = page * ut_rnd_below((UINT64_MAX - m.u.block.size) / page + 1);
+		if (ut_rnd() & 1)
+			m.u.block.offset = page * ut_rnd_below(64);
+		m.u.block.bitmap_offset = 8 * ut_rnd_below((1ull << 37) + 1);
 		rnd_name(m.u.block.name);
 		break;
 	}
 	case OWNER_MSG_BITMAP:
-		m.u.bitmap_size = 8 * (1 + rnd_below(1ull << 37));
+		m.u.bitmap_size = 8 * (1 + ut_rnd_below(1ull << 37));
 		break;
 	case OWNER_MSG_SYNC:
-		m.u.round = rnd();
+		m.u.round = ut_rnd();
 		break;
 	case OWNER_MSG_ROUND_READY:
-		m.u.ready.round = rnd();
-		m.u.ready.dirty_pages = rnd();
+		m.u.ready.round = ut_rnd();
+		m.u.ready.dirty_pages = ut_rnd();
 		break;
 	case OWNER_MSG_THROTTLE:
-		m.u.percent = (uint32_t)rnd_below(100);
+		m.u.percent = (uint32_t)ut_rnd_below(100);
 		break;
 	case OWNER_MSG_RESUME:
 	case OWNER_MSG_ABORT:
-		m.u.error = (int32_t)rnd_below(4096);
+		m.u.error = (int32_t)ut_rnd_below(4096);
 		break;
 	default:
 		break;
@@ -1847,44 +1756,44 @@ static size_t rnd_owner_valid(uint8_t buf[OWNER_MAX_MSG])
 
 static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 {
-	unsigned type = peer_types[rnd_below(sizeof(peer_types) / sizeof(peer_types[0]))];
-	struct peer_msg m = p_valid(type, (unsigned)rnd_below(3));
+	unsigned type = peer_types[ut_rnd_below(sizeof(peer_types) / sizeof(peer_types[0]))];
+	struct peer_msg m = p_valid(type, (unsigned)ut_rnd_below(3));
 
 	switch (type) {
 	case PEER_MSG_LAYOUT:
-		m.u.layout.nblocks = 1 + (uint32_t)rnd_below(64);
-		m.u.layout.flags = (uint32_t)rnd_below(2);
+		m.u.layout.nblocks = 1 + (uint32_t)ut_rnd_below(64);
+		m.u.layout.flags = (uint32_t)ut_rnd_below(2);
 		break;
 	case PEER_MSG_BLOCK: {
-		uint32_t page = 1u << (12 + rnd_below(19));
+		uint32_t page = 1u << (12 + ut_rnd_below(19));
 
-		m.u.block.index = (uint32_t)rnd_below(64);
+		m.u.block.index = (uint32_t)ut_rnd_below(64);
 		m.u.block.page_size = page;
-		m.u.block.size = page * (1 + rnd_below(16 * TiB / page));
+		m.u.block.size = page * (1 + ut_rnd_below(16 * TiB / page));
 		rnd_name(m.u.block.name);
 		break;
 	}
 	case PEER_MSG_REGION:
-		m.u.region.index = (uint32_t)rnd_below(64);
+		m.u.region.index = (uint32_t)ut_rnd_below(64);
 		for (unsigned i = 0; i < XPORT_REGION_DESC_SIZE; i++)
-			m.u.region.desc[i] = (uint8_t)rnd();
+			m.u.region.desc[i] = (uint8_t)ut_rnd();
 		break;
 	case PEER_MSG_PROGRESS:
-		m.u.progress.round = rnd();
-		m.u.progress.bytes = rnd();
+		m.u.progress.round = ut_rnd();
+		m.u.progress.bytes = ut_rnd();
 		break;
 	case PEER_MSG_DONE:
-		m.u.done.channel = (uint32_t)rnd_below(16);
-		m.u.done.rounds = rnd();
-		m.u.done.bytes = rnd();
+		m.u.done.channel = (uint32_t)ut_rnd_below(16);
+		m.u.done.rounds = ut_rnd();
+		m.u.done.bytes = ut_rnd();
 		break;
 	case PEER_MSG_HASHES:
-		m.u.hashes.nblocks = 1 + (uint32_t)rnd_below(64);
+		m.u.hashes.nblocks = 1 + (uint32_t)ut_rnd_below(64);
 		for (unsigned i = 0; i < m.u.hashes.nblocks; i++)
-			m.u.hashes.hash[i] = rnd();
+			m.u.hashes.hash[i] = ut_rnd();
 		break;
 	case PEER_MSG_FAIL:
-		m.u.error = (int32_t)rnd_below(4096);
+		m.u.error = (int32_t)ut_rnd_below(4096);
 		break;
 	default:
 		break;
@@ -1895,35 +1804,35 @@ static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 /* Flips, overwrites or resizes a few bytes. */
 static size_t mutate(uint8_t *buf, size_t len, size_t cap)
 {
-	unsigned n = 1 + (unsigned)rnd_below(4);
+	unsigned n = 1 + (unsigned)ut_rnd_below(4);
 
 	for (unsigned k = 0; k < n; k++) {
-		switch (rnd_below(8)) {
+		switch (ut_rnd_below(8)) {
 		case 0: /* drop or add trailing bytes */
-			if (rnd() & 1 && len)
-				len -= 1 + rnd_below(len < 8 ? len : 8);
+			if (ut_rnd() & 1 && len)
+				len -= 1 + ut_rnd_below(len < 8 ? len : 8);
 			else if (len < cap)
-				len += 1 + rnd_below(cap - len < 8 ? cap - len : 8);
+				len += 1 + ut_rnd_below(cap - len < 8 ? cap - len : 8);
 			break;
 		case 1: /* a boundary value in a header field */
 			if (len >= 12)
-				st32(buf + 8, (uint32_t)(len - 16 + rnd_below(3) - 1));
+				ut_st32(buf + 8, (uint32_t)(len - 16 + ut_rnd_below(3) - 1));
 			break;
 		case 2: /* a payload u32 set to an interesting value */
 			if (len >= 20) {
 				static const uint32_t v[] = { 0, 1, 2, 63, 64, 65, 99, 100,
 							      4095, 4096, 1u << 30,
 							      UINT32_MAX };
-				size_t at = 16 + 4 * rnd_below((len - 16) / 4);
+				size_t at = 16 + 4 * ut_rnd_below((len - 16) / 4);
 
-				st32(buf + at, v[rnd_below(sizeof(v) / sizeof(v[0]))]);
+				ut_st32(buf + at, v[ut_rnd_below(sizeof(v) / sizeof(v[0]))]);
 			}
 			break;
 		default: /* one bit */
 			if (len) {
-				size_t at = rnd_below(len);
+				size_t at = ut_rnd_below(len);
 
-				buf[at] ^= (uint8_t)(1u << rnd_below(8));
+				buf[at] ^= (uint8_t)(1u << ut_rnd_below(8));
 			}
 			break;
 		}
@@ -1937,47 +1846,47 @@ static void test_fuzz(void **state)
 	unsigned long ok_owner[2] = { 0, 0 }, ok_peer = 0, eproto = 0;
 	(void)state;
 
-	rng_state = FUZZ_SEED;
+	ut_rnd_seed(FUZZ_SEED);
 	for (unsigned long iter = 0; iter < FUZZ_ITERATIONS; iter++) {
 		uint8_t buf[CAP + PEER_MAX_MSG];
 		size_t len;
 
 		memset(buf, 0, sizeof(buf));
-		switch (rnd_below(6)) {
+		switch (ut_rnd_below(6)) {
 		case 0: /* random bytes */
-			len = rnd_below(CAP + 1);
+			len = ut_rnd_below(CAP + 1);
 			for (size_t i = 0; i < len; i++)
-				buf[i] = (uint8_t)rnd();
+				buf[i] = (uint8_t)ut_rnd();
 			break;
 		case 1: /* a valid header (either protocol), random payload */
-			len = 16 + rnd_below(CAP - 16 + 1);
+			len = 16 + ut_rnd_below(CAP - 16 + 1);
 			for (size_t i = 16; i < len; i++)
-				buf[i] = (uint8_t)(rnd_below(3) ? 0 : rnd());
-			if (rnd() & 1) {
-				unsigned t = owner_types[rnd_below(12)];
+				buf[i] = (uint8_t)(ut_rnd_below(3) ? 0 : ut_rnd());
+			if (ut_rnd() & 1) {
+				unsigned t = owner_types[ut_rnd_below(12)];
 
 				o_hdr(buf, (uint16_t)t, (uint32_t)spec_owner_plen(t));
-				if (rnd_below(4))
+				if (ut_rnd_below(4))
 					len = 16 + (size_t)spec_owner_plen(t);
 			} else {
-				unsigned t = peer_types[rnd_below(10)];
-				uint32_t n = 1 + (uint32_t)rnd_below(64);
+				unsigned t = peer_types[ut_rnd_below(10)];
+				uint32_t n = 1 + (uint32_t)ut_rnd_below(64);
 
 				p_hdr(buf, (uint16_t)t, (uint32_t)spec_peer_plen(t, n));
 				if (t == 6)
-					st32(buf + 16, n);
-				if (rnd_below(4))
+					ut_st32(buf + 16, n);
+				if (ut_rnd_below(4))
 					len = 16 + (size_t)spec_peer_plen(t, n);
 			}
 			break;
 		case 2: /* a valid owner message */
 			len = rnd_owner_valid(buf);
-			if (rnd_below(4))
+			if (ut_rnd_below(4))
 				len = mutate(buf, len, CAP);
 			break;
 		default: /* a valid peer message */
 			len = rnd_peer_valid(buf);
-			if (rnd_below(4))
+			if (ut_rnd_below(4))
 				len = mutate(buf, len, CAP);
 			break;
 		}
@@ -1992,8 +1901,8 @@ static void test_fuzz(void **state)
 			if (r != want)
 				fail_msg("iter %lu owner nfds %u len %zu type %u: got %s, "
 					 "reference %s", iter, nfds, len,
-					 len >= 6 ? (unsigned)ld(buf + 4, 2) : 0,
-					 rcname(r), rcname(want));
+					 len >= 6 ? (unsigned)ut_ld(buf + 4, 2) : 0,
+					 ut_rc_name(r), ut_rc_name(want));
 			eproto += r == -EPROTONOSUPPORT;
 			if (r)
 				continue;
@@ -2012,8 +1921,8 @@ static void test_fuzz(void **state)
 			fail_msg("iter %lu peer: rc %d", iter, r);
 		if (r != want)
 			fail_msg("iter %lu peer len %zu type %u: got %s, reference %s",
-				 iter, len, len >= 6 ? (unsigned)ld(buf + 4, 2) : 0,
-				 rcname(r), rcname(want));
+				 iter, len, len >= 6 ? (unsigned)ut_ld(buf + 4, 2) : 0,
+				 ut_rc_name(r), ut_rc_name(want));
 		eproto += r == -EPROTONOSUPPORT;
 		if (r)
 			continue;

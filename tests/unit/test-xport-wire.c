@@ -22,6 +22,7 @@
 #include <cmocka.h>
 #include <glib.h>
 
+#include "unit-common.h"
 #include "xport-wire.h"
 #include "xport.h"
 
@@ -30,55 +31,6 @@
 
 /* ---- helpers ---- */
 
-static const char *rcname(int rc)
-{
-	switch (rc) {
-	case 0:
-		return "0";
-	case -EBADMSG:
-		return "-EBADMSG";
-	case -EPROTONOSUPPORT:
-		return "-EPROTONOSUPPORT";
-	case -EINVAL:
-		return "-EINVAL";
-	default:
-		return rc < 0 ? "other -errno" : "positive";
-	}
-}
-
-__attribute__((format(printf, 5, 6)))
-static void check_rc(const char *file, int line, int got, int want,
-		     const char *fmt, ...)
-{
-	char ctx[256];
-	va_list ap;
-
-	if (got == want)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(ctx, sizeof(ctx), fmt, ap);
-	va_end(ap);
-	print_error("%s: got %d (%s), want %d (%s)\n", ctx, got, rcname(got),
-		    want, rcname(want));
-	_fail(file, line);
-}
-#define assert_rc(got, want, ...) \
-	check_rc(__FILE__, __LINE__, (got), (want), __VA_ARGS__)
-
-/* Little-endian load and store of our own, independent of lib/util.h. */
-static void st16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-static uint64_t ld(const uint8_t *p, unsigned n)
-{
-	uint64_t v = 0;
-
-	while (n--)
-		v = v << 8 | p[n];
-	return v;
-}
 static bool zeros(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -87,23 +39,11 @@ static bool zeros(const uint8_t *p, size_t n)
 	return true;
 }
 
-/* A heap copy of exactly len bytes, so that ASan catches over-reads. */
-static uint8_t *dup_exact(const void *buf, size_t len)
-{
-	uint8_t *p = malloc(len);
-
-	if (len)
-		assert_non_null(p);
-	if (len)
-		memcpy(p, buf, len);
-	return p;
-}
-
 /* buf == NULL is passed through as NULL. */
 static int dec_hello(const void *buf, size_t len, struct xport_hello *ret)
 {
 	struct xport_hello out, sentinel;
-	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint8_t *copy = buf ? ut_dup_exact(buf, len) : NULL;
 	int r;
 
 	memset(&out, 0xa5, sizeof(out));
@@ -120,7 +60,7 @@ static int dec_hello(const void *buf, size_t len, struct xport_hello *ret)
 static int dec_welcome(const void *buf, size_t len, struct xport_welcome *ret)
 {
 	struct xport_welcome out, sentinel;
-	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint8_t *copy = buf ? ut_dup_exact(buf, len) : NULL;
 	int r;
 
 	memset(&out, 0xa5, sizeof(out));
@@ -138,7 +78,7 @@ static int dec_region(const void *buf, size_t len,
 		      struct xport_region_wire *ret)
 {
 	struct xport_region_wire out, sentinel;
-	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint8_t *copy = buf ? ut_dup_exact(buf, len) : NULL;
 	int r;
 
 	memset(&out, 0xa5, sizeof(out));
@@ -156,7 +96,7 @@ static int dec_frame(const void *buf, size_t len, uint32_t max_msg,
 		     struct xport_frame *ret)
 {
 	struct xport_frame out, sentinel;
-	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint8_t *copy = buf ? ut_dup_exact(buf, len) : NULL;
 	int r;
 
 	memset(&out, 0xa5, sizeof(out));
@@ -241,7 +181,7 @@ static void test_hello_golden(void **state)
 	xport_hello_encode(&hello_ref, out);
 	assert_memory_equal(out, hello_ref_bytes, sizeof(out));
 
-	assert_rc(dec_hello(hello_ref_bytes, sizeof(hello_ref_bytes), &h), 0,
+	ut_assert_rc(dec_hello(hello_ref_bytes, sizeof(hello_ref_bytes), &h), 0,
 		  "golden hello");
 	assert_hello_eq(&h, &hello_ref);
 }
@@ -263,14 +203,14 @@ static void test_hello_roundtrip(void **state)
 		struct xport_hello h;
 
 		xport_hello_encode(&cases[i], buf);
-		assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, &h), 0, "case %zu", i);
+		ut_assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, &h), 0, "case %zu", i);
 		assert_hello_eq(&h, &cases[i]);
 		xport_hello_encode(&h, again);
 		assert_memory_equal(again, buf, XPORT_HELLO_SIZE);
 
 		/* rdma_cm private data: padded with zeros, 56 bytes. */
 		memset(&h, 0, sizeof(h));
-		assert_rc(dec_hello(buf, 56, &h), 0, "case %zu, 56 bytes", i);
+		ut_assert_rc(dec_hello(buf, 56, &h), 0, "case %zu, 56 bytes", i);
 		assert_hello_eq(&h, &cases[i]);
 	}
 }
@@ -285,7 +225,7 @@ static void test_hello_bad_magic(void **state)
 
 			memcpy(buf, hello_ref_bytes, sizeof(buf));
 			buf[i] ^= (uint8_t)(1u << bit);
-			assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG,
+			ut_assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG,
 				  "magic byte %u bit %u", i, bit);
 		}
 	}
@@ -296,7 +236,7 @@ static void test_hello_bad_magic(void **state)
 
 		memcpy(buf, hello_ref_bytes, sizeof(buf));
 		memcpy(buf, others[i], 4);
-		assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG,
+		ut_assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG,
 			  "magic %zu", i);
 	}
 
@@ -304,13 +244,13 @@ static void test_hello_bad_magic(void **state)
 	struct xport_welcome w = { .status = 0, .max_msg = 4096 };
 	uint8_t buf[XPORT_HELLO_SIZE] = { 0 };
 	xport_welcome_encode(&w, buf);
-	assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG, "welcome as hello");
+	ut_assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG, "welcome as hello");
 
 	/* Wrong magic wins over a wrong version. */
 	memcpy(buf, hello_ref_bytes, sizeof(buf));
 	buf[0] = 'X';
-	st16(buf + 4, 2);
-	assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG,
+	ut_st16(buf + 4, 2);
+	ut_assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG,
 		  "bad magic and bad version");
 }
 
@@ -323,10 +263,10 @@ static void test_hello_version(void **state)
 		uint8_t buf[56] = { 0 };
 
 		memcpy(buf, hello_ref_bytes, XPORT_HELLO_SIZE);
-		st16(buf + 4, versions[i]);
-		assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, NULL), -EPROTONOSUPPORT,
+		ut_st16(buf + 4, versions[i]);
+		ut_assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, NULL), -EPROTONOSUPPORT,
 			  "version 0x%x", versions[i]);
-		assert_rc(dec_hello(buf, 56, NULL), -EPROTONOSUPPORT,
+		ut_assert_rc(dec_hello(buf, 56, NULL), -EPROTONOSUPPORT,
 			  "version 0x%x, 56 bytes", versions[i]);
 	}
 }
@@ -336,11 +276,11 @@ static void test_hello_short(void **state)
 	(void)state;
 
 	for (size_t len = 0; len < XPORT_HELLO_SIZE; len++)
-		assert_rc(dec_hello(hello_ref_bytes, len, NULL), -EBADMSG,
+		ut_assert_rc(dec_hello(hello_ref_bytes, len, NULL), -EBADMSG,
 			  "len %zu", len);
-	assert_rc(dec_hello(NULL, XPORT_HELLO_SIZE, NULL), -EBADMSG, "NULL, 32");
-	assert_rc(dec_hello(NULL, 56, NULL), -EBADMSG, "NULL, 56");
-	assert_rc(dec_hello(NULL, 0, NULL), -EBADMSG, "NULL, 0");
+	ut_assert_rc(dec_hello(NULL, XPORT_HELLO_SIZE, NULL), -EBADMSG, "NULL, 32");
+	ut_assert_rc(dec_hello(NULL, 56, NULL), -EBADMSG, "NULL, 56");
+	ut_assert_rc(dec_hello(NULL, 0, NULL), -EBADMSG, "NULL, 0");
 }
 
 static void test_hello_tail(void **state)
@@ -353,7 +293,7 @@ static void test_hello_tail(void **state)
 	memcpy(buf, hello_ref_bytes, XPORT_HELLO_SIZE);
 	for (size_t len = XPORT_HELLO_SIZE; len <= sizeof(buf); len++) {
 		memset(&h, 0, sizeof(h));
-		assert_rc(dec_hello(buf, len, &h), 0, "zero tail, len %zu", len);
+		ut_assert_rc(dec_hello(buf, len, &h), 0, "zero tail, len %zu", len);
 		assert_hello_eq(&h, &hello_ref);
 	}
 
@@ -365,12 +305,12 @@ static void test_hello_tail(void **state)
 			memset(buf, 0, sizeof(buf));
 			memcpy(buf, hello_ref_bytes, XPORT_HELLO_SIZE);
 			buf[pos] = vals[v];
-			assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG,
+			ut_assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG,
 				  "tail byte %zu = 0x%x", pos, vals[v]);
-			assert_rc(dec_hello(buf, pos + 1, NULL), -EBADMSG,
+			ut_assert_rc(dec_hello(buf, pos + 1, NULL), -EBADMSG,
 				  "last tail byte %zu = 0x%x", pos, vals[v]);
 			/* Bytes past len are not part of the message. */
-			assert_rc(dec_hello(buf, pos, NULL), 0,
+			ut_assert_rc(dec_hello(buf, pos, NULL), 0,
 				  "non-zero byte %zu past len", pos);
 		}
 	}
@@ -431,7 +371,7 @@ static void test_hello_fields(void **state)
 		uint8_t buf[XPORT_HELLO_SIZE];
 
 		xport_hello_encode(&in, buf);
-		assert_rc(dec_hello(buf, sizeof(buf), &out), c->want,
+		ut_assert_rc(dec_hello(buf, sizeof(buf), &out), c->want,
 			  "case %zu: channel %u/%u max_msg %u depth %u", i,
 			  c->channel, c->nchannels, c->max_msg, c->recv_depth);
 		if (c->want == 0)
@@ -451,9 +391,9 @@ static void test_hello_reserved(void **state)
 
 			memcpy(buf, hello_ref_bytes, XPORT_HELLO_SIZE);
 			buf[offs[i]] = vals[v];
-			assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, NULL), -EBADMSG,
+			ut_assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, NULL), -EBADMSG,
 				  "reserved byte %zu = 0x%x", offs[i], vals[v]);
-			assert_rc(dec_hello(buf, 56, NULL), -EBADMSG,
+			ut_assert_rc(dec_hello(buf, 56, NULL), -EBADMSG,
 				  "reserved byte %zu = 0x%x, 56 bytes", offs[i],
 				  vals[v]);
 		}
@@ -497,8 +437,8 @@ static void test_hello_flags(void **state)
 		in.flags = cases[i].flags;
 		in.channel = cases[i].channel;
 		xport_hello_encode(&in, buf);
-		assert_int_equal(ld(buf + 10, 2), cases[i].flags);
-		assert_rc(dec_hello(buf, sizeof(buf), &out), cases[i].want,
+		assert_int_equal(ut_ld(buf + 10, 2), cases[i].flags);
+		ut_assert_rc(dec_hello(buf, sizeof(buf), &out), cases[i].want,
 			  "flags 0x%x channel %u", cases[i].flags, cases[i].channel);
 		if (cases[i].want == 0)
 			assert_hello_eq(&out, &in);
@@ -512,7 +452,7 @@ static int dec_bound(const void *buf, size_t len, struct xport_hello *ret,
 {
 	struct xport_hello out, sentinel;
 	uint8_t tag[XPORT_TAG_SIZE], tag_sentinel[XPORT_TAG_SIZE];
-	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint8_t *copy = buf ? ut_dup_exact(buf, len) : NULL;
 	int r;
 
 	memset(&out, 0xa5, sizeof(out));
@@ -553,33 +493,33 @@ static void test_bound_hello(void **state)
 	make_bound(buf, XPORT_HELLO_F_BOUND);
 	/* 48 bytes, or rdma_cm's 56 zero-padded. */
 	for (size_t len = XPORT_BOUND_HELLO_SIZE; len <= sizeof(buf); len++) {
-		assert_rc(dec_bound(buf, len, &h, tag), 0, "len %zu", len);
+		ut_assert_rc(dec_bound(buf, len, &h, tag), 0, "len %zu", len);
 		assert_int_equal(h.flags, XPORT_HELLO_F_BOUND);
 		assert_int_equal(h.token, hello_ref.token);
 		assert_memory_equal(tag, buf + XPORT_HELLO_SIZE, XPORT_TAG_SIZE);
 	}
 	for (size_t len = 0; len < XPORT_BOUND_HELLO_SIZE; len++)
-		assert_rc(dec_bound(buf, len, NULL, NULL), -EBADMSG, "short: %zu", len);
-	assert_rc(dec_bound(NULL, 56, NULL, NULL), -EBADMSG, "NULL");
+		ut_assert_rc(dec_bound(buf, len, NULL, NULL), -EBADMSG, "short: %zu", len);
+	ut_assert_rc(dec_bound(NULL, 56, NULL, NULL), -EBADMSG, "NULL");
 	for (size_t pos = XPORT_BOUND_HELLO_SIZE; pos < sizeof(buf); pos++) {
 		make_bound(buf, XPORT_HELLO_F_BOUND);
 		buf[pos] = 1;
-		assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG,
+		ut_assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG,
 			  "tail byte %zu", pos);
 	}
 	/* Not bound: no tag to speak of, even if bytes follow. */
 	make_bound(buf, 0);
-	assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG, "without BOUND");
+	ut_assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG, "without BOUND");
 	/* A plain decoder sees a bound hello's tag as a non-zero tail. */
 	make_bound(buf, XPORT_HELLO_F_BOUND);
-	assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG, "bound hello as plain");
-	assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, &h), 0, "its first 32 bytes");
+	ut_assert_rc(dec_hello(buf, sizeof(buf), NULL), -EBADMSG, "bound hello as plain");
+	ut_assert_rc(dec_hello(buf, XPORT_HELLO_SIZE, &h), 0, "its first 32 bytes");
 	/* The hello's own checks still apply. */
 	make_bound(buf, XPORT_HELLO_F_BOUND | XPORT_HELLO_F_AUTH);
-	assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG, "AUTH on channel 2");
+	ut_assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EBADMSG, "AUTH on channel 2");
 	make_bound(buf, XPORT_HELLO_F_BOUND);
-	st16(buf + 4, 2);
-	assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EPROTONOSUPPORT, "version 2");
+	ut_st16(buf + 4, 2);
+	ut_assert_rc(dec_bound(buf, sizeof(buf), NULL, NULL), -EPROTONOSUPPORT, "version 2");
 }
 
 /* ---- challenge ---- */
@@ -593,7 +533,7 @@ static const uint8_t challenge_ref_bytes[XPORT_CHALLENGE_SIZE] = {
 
 static int dec_challenge(const void *buf, size_t len, uint64_t *ret)
 {
-	uint8_t *copy = buf ? dup_exact(buf, len) : NULL;
+	uint8_t *copy = buf ? ut_dup_exact(buf, len) : NULL;
 	uint64_t out = 0xa5a5a5a5a5a5a5a5ull;
 	int r = xport_challenge_decode(copy, len, &out);
 
@@ -614,27 +554,27 @@ static void test_challenge(void **state)
 	memset(buf, 0xff, sizeof(buf));
 	xport_challenge_encode(0x0123456789abcdefull, buf);
 	assert_memory_equal(buf, challenge_ref_bytes, XPORT_CHALLENGE_SIZE);
-	assert_rc(dec_challenge(challenge_ref_bytes, XPORT_CHALLENGE_SIZE, &nonce), 0, "golden");
+	ut_assert_rc(dec_challenge(challenge_ref_bytes, XPORT_CHALLENGE_SIZE, &nonce), 0, "golden");
 	assert_int_equal(nonce, 0x0123456789abcdefull);
 	/* Exactly 16 bytes: it is read with a length of its own. */
 	for (size_t len = 0; len <= sizeof(buf); len++)
 		if (len != XPORT_CHALLENGE_SIZE)
-			assert_rc(dec_challenge(buf, len, NULL), -EBADMSG, "len %zu", len);
-	assert_rc(dec_challenge(NULL, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "NULL");
+			ut_assert_rc(dec_challenge(buf, len, NULL), -EBADMSG, "len %zu", len);
+	ut_assert_rc(dec_challenge(NULL, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "NULL");
 	for (size_t i = 0; i < 8; i++) {
 		if (i == 4 || i == 5)
 			continue;
 		memcpy(buf, challenge_ref_bytes, XPORT_CHALLENGE_SIZE);
 		buf[i] ^= 0x01;
-		assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "byte %zu", i);
+		ut_assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "byte %zu", i);
 	}
 	memcpy(buf, challenge_ref_bytes, XPORT_CHALLENGE_SIZE);
-	st16(buf + 4, 2);
-	assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EPROTONOSUPPORT, "version 2");
+	ut_st16(buf + 4, 2);
+	ut_assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EPROTONOSUPPORT, "version 2");
 	/* A refusal comes back where the challenge was due: a WELCOME is none. */
 	struct xport_welcome w = { .status = EKEYREJECTED };
 	xport_welcome_encode(&w, buf);
-	assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "welcome as challenge");
+	ut_assert_rc(dec_challenge(buf, XPORT_CHALLENGE_SIZE, NULL), -EBADMSG, "welcome as challenge");
 }
 
 /* ---- welcome ---- */
@@ -662,13 +602,13 @@ static void test_welcome_golden(void **state)
 	memset(out, 0xff, sizeof(out));
 	xport_welcome_encode(&ref, out);
 	assert_memory_equal(out, welcome_ref_bytes, sizeof(out));
-	assert_rc(dec_welcome(out, sizeof(out), &w), 0, "golden welcome");
+	ut_assert_rc(dec_welcome(out, sizeof(out), &w), 0, "golden welcome");
 	assert_welcome_eq(&w, &ref);
 
 	memset(out, 0xff, sizeof(out));
 	xport_welcome_encode(&refused, out);
 	assert_memory_equal(out, refused_bytes, sizeof(out));
-	assert_rc(dec_welcome(out, sizeof(out), &w), 0, "golden refusal");
+	ut_assert_rc(dec_welcome(out, sizeof(out), &w), 0, "golden refusal");
 	assert_welcome_eq(&w, &refused);
 }
 
@@ -691,7 +631,7 @@ static void test_welcome_roundtrip(void **state)
 		xport_welcome_encode(&cases[i], buf);
 		for (size_t len = XPORT_WELCOME_SIZE; len <= sizeof(buf); len++) {
 			memset(&w, 0, sizeof(w));
-			assert_rc(dec_welcome(buf, len, &w), 0, "case %zu len %zu", i,
+			ut_assert_rc(dec_welcome(buf, len, &w), 0, "case %zu len %zu", i,
 				  len);
 			assert_welcome_eq(&w, &cases[i]);
 		}
@@ -715,7 +655,7 @@ static void test_welcome_status(void **state)
 			uint8_t buf[XPORT_WELCOME_SIZE];
 
 			xport_welcome_encode(&in, buf);
-			assert_rc(dec_welcome(buf, sizeof(buf), &out), 0,
+			ut_assert_rc(dec_welcome(buf, sizeof(buf), &out), 0,
 				  "status %u max_msg %u", statuses[s], msgs[m]);
 			assert_welcome_eq(&out, &in);
 		}
@@ -730,7 +670,7 @@ static void test_welcome_status(void **state)
 		uint8_t buf[XPORT_WELCOME_SIZE];
 
 		xport_welcome_encode(&in, buf);
-		assert_rc(dec_welcome(buf, sizeof(buf), NULL), -EBADMSG,
+		ut_assert_rc(dec_welcome(buf, sizeof(buf), NULL), -EBADMSG,
 			  "status 0 max_msg %u", bad[m]);
 	}
 }
@@ -745,50 +685,50 @@ static void test_welcome_malformed(void **state)
 		for (size_t off = 12; off < 16; off++) {
 			memset(buf, 0, sizeof(buf));
 			memcpy(buf, welcome_ref_bytes, XPORT_WELCOME_SIZE);
-			st16(buf + 6, (uint16_t)(status * ECONNREFUSED));
+			ut_st16(buf + 6, (uint16_t)(status * ECONNREFUSED));
 			buf[off] = 0x01;
-			assert_rc(dec_welcome(buf, XPORT_WELCOME_SIZE, NULL), -EBADMSG,
+			ut_assert_rc(dec_welcome(buf, XPORT_WELCOME_SIZE, NULL), -EBADMSG,
 				  "status %u reserved byte %zu", status, off);
 			buf[off] = 0xff;
-			assert_rc(dec_welcome(buf, sizeof(buf), NULL), -EBADMSG,
+			ut_assert_rc(dec_welcome(buf, sizeof(buf), NULL), -EBADMSG,
 				  "status %u reserved byte %zu, 32 bytes", status, off);
 		}
 	}
 
 	/* short, NULL */
 	for (size_t len = 0; len < XPORT_WELCOME_SIZE; len++)
-		assert_rc(dec_welcome(welcome_ref_bytes, len, NULL), -EBADMSG,
+		ut_assert_rc(dec_welcome(welcome_ref_bytes, len, NULL), -EBADMSG,
 			  "len %zu", len);
-	assert_rc(dec_welcome(NULL, XPORT_WELCOME_SIZE, NULL), -EBADMSG, "NULL");
-	assert_rc(dec_welcome(NULL, 0, NULL), -EBADMSG, "NULL, 0");
+	ut_assert_rc(dec_welcome(NULL, XPORT_WELCOME_SIZE, NULL), -EBADMSG, "NULL");
+	ut_assert_rc(dec_welcome(NULL, 0, NULL), -EBADMSG, "NULL, 0");
 
 	/* non-zero tail */
 	for (size_t pos = XPORT_WELCOME_SIZE; pos < sizeof(buf); pos++) {
 		memset(buf, 0, sizeof(buf));
 		memcpy(buf, welcome_ref_bytes, XPORT_WELCOME_SIZE);
 		buf[pos] = 0x10;
-		assert_rc(dec_welcome(buf, sizeof(buf), NULL), -EBADMSG,
+		ut_assert_rc(dec_welcome(buf, sizeof(buf), NULL), -EBADMSG,
 			  "tail byte %zu", pos);
-		assert_rc(dec_welcome(buf, pos, NULL), 0, "byte %zu past len", pos);
+		ut_assert_rc(dec_welcome(buf, pos, NULL), 0, "byte %zu past len", pos);
 	}
 
 	/* magic */
 	for (unsigned i = 0; i < 4; i++) {
 		memcpy(buf, welcome_ref_bytes, XPORT_WELCOME_SIZE);
 		buf[i] ^= 0x20;
-		assert_rc(dec_welcome(buf, XPORT_WELCOME_SIZE, NULL), -EBADMSG,
+		ut_assert_rc(dec_welcome(buf, XPORT_WELCOME_SIZE, NULL), -EBADMSG,
 			  "magic byte %u", i);
 	}
 	memcpy(buf, hello_ref_bytes, XPORT_HELLO_SIZE);
-	assert_rc(dec_welcome(buf, XPORT_WELCOME_SIZE, NULL), -EBADMSG,
+	ut_assert_rc(dec_welcome(buf, XPORT_WELCOME_SIZE, NULL), -EBADMSG,
 		  "hello as welcome");
 
 	/* version */
 	static const uint16_t versions[] = { 0, 2, 0x0100, 0xffff };
 	for (size_t i = 0; i < G_N_ELEMENTS(versions); i++) {
 		memcpy(buf, welcome_ref_bytes, XPORT_WELCOME_SIZE);
-		st16(buf + 4, versions[i]);
-		assert_rc(dec_welcome(buf, XPORT_WELCOME_SIZE, NULL),
+		ut_st16(buf + 4, versions[i]);
+		ut_assert_rc(dec_welcome(buf, XPORT_WELCOME_SIZE, NULL),
 			  -EPROTONOSUPPORT, "version 0x%x", versions[i]);
 	}
 }
@@ -824,7 +764,7 @@ static void test_region_golden(void **state)
 	memset(out, 0xff, sizeof(out));
 	xport_region_encode(&region_ref, out);
 	assert_memory_equal(out, region_ref_bytes, sizeof(out));
-	assert_rc(dec_region(out, sizeof(out), &r), 0, "golden region");
+	ut_assert_rc(dec_region(out, sizeof(out), &r), 0, "golden region");
 	assert_region_eq(&r, &region_ref);
 }
 
@@ -887,7 +827,7 @@ static void test_region_fields(void **state)
 		uint8_t buf[XPORT_REGION_DESC_SIZE], again[XPORT_REGION_DESC_SIZE];
 
 		xport_region_encode(&in, buf);
-		assert_rc(dec_region(buf, sizeof(buf), &out), c->want,
+		ut_assert_rc(dec_region(buf, sizeof(buf), &out), c->want,
 			  "case %zu: kind %u access 0x%x base 0x%llx len 0x%llx", i,
 			  c->kind, c->access, (unsigned long long)c->base,
 			  (unsigned long long)c->len);
@@ -904,12 +844,12 @@ static void test_region_fields(void **state)
 	in.id = 0;
 	in.key = 0;
 	xport_region_encode(&in, buf);
-	assert_rc(dec_region(buf, sizeof(buf), &out), 0, "id 0 key 0");
+	ut_assert_rc(dec_region(buf, sizeof(buf), &out), 0, "id 0 key 0");
 	assert_region_eq(&out, &in);
 	in.id = UINT32_MAX;
 	in.key = UINT32_MAX;
 	xport_region_encode(&in, buf);
-	assert_rc(dec_region(buf, sizeof(buf), &out), 0, "id/key max");
+	ut_assert_rc(dec_region(buf, sizeof(buf), &out), 0, "id/key max");
 	assert_region_eq(&out, &in);
 }
 
@@ -923,7 +863,7 @@ static void test_region_malformed(void **state)
 	for (size_t v = 0; v < G_N_ELEMENTS(vals); v++) {
 		memcpy(buf, region_ref_bytes, XPORT_REGION_DESC_SIZE);
 		buf[7] = vals[v];
-		assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL), -EBADMSG,
+		ut_assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL), -EBADMSG,
 			  "reserved = 0x%x", vals[v]);
 	}
 
@@ -933,21 +873,21 @@ static void test_region_malformed(void **state)
 	for (size_t len = 0; len <= sizeof(buf); len++) {
 		if (len == XPORT_REGION_DESC_SIZE)
 			continue;
-		assert_rc(dec_region(buf, len, NULL), -EBADMSG, "len %zu", len);
+		ut_assert_rc(dec_region(buf, len, NULL), -EBADMSG, "len %zu", len);
 	}
-	assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL), 0, "len 32");
-	assert_rc(dec_region(NULL, XPORT_REGION_DESC_SIZE, NULL), -EBADMSG, "NULL");
-	assert_rc(dec_region(NULL, 0, NULL), -EBADMSG, "NULL, 0");
+	ut_assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL), 0, "len 32");
+	ut_assert_rc(dec_region(NULL, XPORT_REGION_DESC_SIZE, NULL), -EBADMSG, "NULL");
+	ut_assert_rc(dec_region(NULL, 0, NULL), -EBADMSG, "NULL, 0");
 
 	/* magic */
 	for (unsigned i = 0; i < 4; i++) {
 		memcpy(buf, region_ref_bytes, XPORT_REGION_DESC_SIZE);
 		buf[i] ^= 0x01;
-		assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL), -EBADMSG,
+		ut_assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL), -EBADMSG,
 			  "magic byte %u", i);
 	}
 	memcpy(buf, hello_ref_bytes, XPORT_HELLO_SIZE);
-	assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL), -EBADMSG,
+	ut_assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL), -EBADMSG,
 		  "hello as region");
 
 	/* version */
@@ -955,7 +895,7 @@ static void test_region_malformed(void **state)
 	for (size_t i = 0; i < G_N_ELEMENTS(versions); i++) {
 		memcpy(buf, region_ref_bytes, XPORT_REGION_DESC_SIZE);
 		buf[4] = versions[i];
-		assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL),
+		ut_assert_rc(dec_region(buf, XPORT_REGION_DESC_SIZE, NULL),
 			  -EPROTONOSUPPORT, "version 0x%x", versions[i]);
 	}
 }
@@ -990,7 +930,7 @@ static void test_frame_golden(void **state)
 	memset(out, 0xff, sizeof(out));
 	xport_frame_encode(&ref, out);
 	assert_memory_equal(out, ref_bytes, sizeof(out));
-	assert_rc(dec_frame(out, sizeof(out), 4096, &f), 0, "golden frame");
+	ut_assert_rc(dec_frame(out, sizeof(out), 4096, &f), 0, "golden frame");
 	assert_frame_eq(&f, &ref);
 }
 
@@ -1086,7 +1026,7 @@ static void test_frame_ops(void **state)
 		struct xport_frame out;
 
 		xport_frame_encode(&c->f, buf);
-		assert_rc(dec_frame(buf, sizeof(buf), c->max_msg, &out), c->want,
+		ut_assert_rc(dec_frame(buf, sizeof(buf), c->max_msg, &out), c->want,
 			  "case %zu: op %u len %u region %u key %u offset 0x%llx "
 			  "tag %u max_msg %u", i, c->f.op, c->f.len, c->f.region,
 			  c->f.key, (unsigned long long)c->f.offset, c->f.tag,
@@ -1118,7 +1058,7 @@ static void test_frame_reserved(void **state)
 		uint8_t good[XPORT_FRAME_SIZE];
 
 		xport_frame_encode(&good_frames[i], good);
-		assert_rc(dec_frame(good, sizeof(good), 4096, NULL), 0,
+		ut_assert_rc(dec_frame(good, sizeof(good), 4096, NULL), 0,
 			  "good frame op %u", good_frames[i].op);
 		for (size_t o = 0; o < G_N_ELEMENTS(offs); o++) {
 			for (size_t v = 0; v < G_N_ELEMENTS(vals); v++) {
@@ -1126,7 +1066,7 @@ static void test_frame_reserved(void **state)
 
 				memcpy(buf, good, sizeof(buf));
 				buf[offs[o]] = vals[v];
-				assert_rc(dec_frame(buf, sizeof(buf), 4096, NULL),
+				ut_assert_rc(dec_frame(buf, sizeof(buf), 4096, NULL),
 					  -EBADMSG, "op %u reserved byte %zu = 0x%x",
 					  good_frames[i].op, offs[o], vals[v]);
 			}
@@ -1145,12 +1085,12 @@ static void test_frame_length(void **state)
 		for (size_t len = 0; len <= sizeof(buf); len++) {
 			if (len == XPORT_FRAME_SIZE)
 				continue;
-			assert_rc(dec_frame(buf, len, 4096, NULL), -EBADMSG,
+			ut_assert_rc(dec_frame(buf, len, 4096, NULL), -EBADMSG,
 				  "op %u len %zu", good_frames[i].op, len);
 		}
 	}
-	assert_rc(dec_frame(NULL, XPORT_FRAME_SIZE, 4096, NULL), -EBADMSG, "NULL");
-	assert_rc(dec_frame(NULL, 0, 4096, NULL), -EBADMSG, "NULL, 0");
+	ut_assert_rc(dec_frame(NULL, XPORT_FRAME_SIZE, 4096, NULL), -EBADMSG, "NULL");
+	ut_assert_rc(dec_frame(NULL, 0, 4096, NULL), -EBADMSG, "NULL, 0");
 }
 
 /* Every single-bit flip of a good frame: the result must match the model. */
@@ -1171,7 +1111,7 @@ static void test_frame_bitflips(void **state)
 			r = dec_frame(buf, sizeof(buf), 4096, NULL);
 			if (!rc_allowed(r, ref_frame(buf, sizeof(buf), 4096)))
 				fail_msg("op %u bit %u: got %d (%s)",
-					 good_frames[i].op, bit, r, rcname(r));
+					 good_frames[i].op, bit, r, ut_rc_name(r));
 		}
 	}
 }
@@ -1201,7 +1141,7 @@ static void test_hostport_good(void **state)
 	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
 		char *host = NULL, *port = NULL;
 
-		assert_rc(xport_parse_hostport(cases[i].spec, &host, &port), 0,
+		ut_assert_rc(xport_parse_hostport(cases[i].spec, &host, &port), 0,
 			  "\"%s\"", cases[i].spec);
 		assert_non_null(host);
 		assert_non_null(port);
@@ -1227,7 +1167,7 @@ static void test_hostport_bad(void **state)
 	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
 		char *host = (char *)0x1, *port = (char *)0x2;
 
-		assert_rc(xport_parse_hostport(cases[i], &host, &port), -EINVAL,
+		ut_assert_rc(xport_parse_hostport(cases[i], &host, &port), -EINVAL,
 			  "\"%s\"", cases[i]);
 		/* nothing is handed out on failure */
 		assert_ptr_equal(host, (char *)0x1);
@@ -1235,7 +1175,7 @@ static void test_hostport_bad(void **state)
 	}
 
 	char *host = (char *)0x1, *port = (char *)0x2;
-	assert_rc(xport_parse_hostport(NULL, &host, &port), -EINVAL, "NULL");
+	ut_assert_rc(xport_parse_hostport(NULL, &host, &port), -EINVAL, "NULL");
 	assert_ptr_equal(host, (char *)0x1);
 	assert_ptr_equal(port, (char *)0x2);
 }
@@ -1277,9 +1217,9 @@ static unsigned ref_hello(const uint8_t *p, size_t len)
 {
 	if (!p || len < 32 || memcmp(p, "VXHI", 4))
 		return ALLOW_BADMSG;
-	uint64_t channel = ld(p + 6, 2), nchannels = ld(p + 8, 2);
-	uint64_t max_msg = ld(p + 12, 4), depth = ld(p + 16, 4);
-	uint64_t flags = ld(p + 10, 2);
+	uint64_t channel = ut_ld(p + 6, 2), nchannels = ut_ld(p + 8, 2);
+	uint64_t max_msg = ut_ld(p + 12, 4), depth = ut_ld(p + 16, 4);
+	uint64_t flags = ut_ld(p + 10, 2);
 	/* Bits 0..2 known (BOUND, AUTH, ENCRYPT); AUTH and ENCRYPT need BOUND;
 	 * AUTH only on channel 0. */
 	bool flags_ok = !(flags & ~7ull) && (!(flags & 6) || (flags & 1)) &&
@@ -1289,18 +1229,18 @@ static unsigned ref_hello(const uint8_t *p, size_t len)
 		       nchannels <= XPORT_MAX_CHANNELS && channel < nchannels &&
 		       max_msg >= XPORT_MIN_MSG && max_msg <= XPORT_MAX_MSG &&
 		       depth >= 1 && depth <= XPORT_MAX_DEPTH;
-	return versioned(ld(p + 4, 2) == 1, rest_ok);
+	return versioned(ut_ld(p + 4, 2) == 1, rest_ok);
 }
 
 static unsigned ref_welcome(const uint8_t *p, size_t len)
 {
 	if (!p || len < 16 || memcmp(p, "VXHA", 4))
 		return ALLOW_BADMSG;
-	uint64_t status = ld(p + 6, 2), max_msg = ld(p + 8, 4);
+	uint64_t status = ut_ld(p + 6, 2), max_msg = ut_ld(p + 8, 4);
 	bool rest_ok = zeros(p + 16, len - 16) && zeros(p + 12, 4) &&
 		       (status != 0 ||
 			(max_msg >= XPORT_MIN_MSG && max_msg <= XPORT_MAX_MSG));
-	return versioned(ld(p + 4, 2) == 1, rest_ok);
+	return versioned(ut_ld(p + 4, 2) == 1, rest_ok);
 }
 
 static unsigned ref_region(const uint8_t *p, size_t len)
@@ -1308,7 +1248,7 @@ static unsigned ref_region(const uint8_t *p, size_t len)
 	if (!p || len != 32 || memcmp(p, "VXRD", 4))
 		return ALLOW_BADMSG;
 	uint8_t kind = p[5], access = p[6];
-	uint64_t base = ld(p + 16, 8), rlen = ld(p + 24, 8);
+	uint64_t base = ut_ld(p + 16, 8), rlen = ut_ld(p + 24, 8);
 	bool rest_ok = p[7] == 0 &&
 		       (kind == XPORT_KIND_RDMA || kind == XPORT_KIND_TCP) &&
 		       access >= 1 && access <= 3 && rlen >= 1 &&
@@ -1320,8 +1260,8 @@ static unsigned ref_frame(const uint8_t *p, size_t len, uint32_t max_msg)
 {
 	if (!p || len != 32 || !zeros(p + 1, 3) || !zeros(p + 28, 4))
 		return ALLOW_BADMSG;
-	uint64_t flen = ld(p + 4, 4), region = ld(p + 8, 4), key = ld(p + 12, 4);
-	uint64_t offset = ld(p + 16, 8), tag = ld(p + 24, 4);
+	uint64_t flen = ut_ld(p + 4, 4), region = ut_ld(p + 8, 4), key = ut_ld(p + 12, 4);
+	uint64_t offset = ut_ld(p + 16, 8), tag = ut_ld(p + 24, 4);
 	bool ok;
 
 	switch (p[0]) {
@@ -1464,11 +1404,11 @@ static void make_stamped(unsigned type, uint8_t buf[32])
 	switch (type) {
 	case T_HELLO:
 		memcpy(buf, "VXHI", 4);
-		st16(buf + 4, version);
+		ut_st16(buf + 4, version);
 		break;
 	case T_WELCOME:
 		memcpy(buf, "VXHA", 4);
-		st16(buf + 4, version);
+		ut_st16(buf + 4, version);
 		break;
 	case T_REGION:
 		memcpy(buf, "VXRD", 4);
@@ -1543,7 +1483,7 @@ static void dump(const char *what, unsigned long iter, const uint8_t *buf,
 		 size_t len, int rc)
 {
 	print_error("%s: iteration %lu: got %d (%s) for len %zu:", what, iter, rc,
-		    rcname(rc), len);
+		    ut_rc_name(rc), len);
 	for (size_t i = 0; i < len; i++)
 		print_error(" %02x", buf[i]);
 	print_error("\n");
@@ -1739,7 +1679,7 @@ static void test_fuzz_hostport(void **state)
 		bool want = ref_hostport(spec, &want_host, &want_port);
 
 		if (r != (want ? 0 : -EINVAL))
-			fail_msg("\"%s\": got %d (%s), want %s", spec, r, rcname(r),
+			fail_msg("\"%s\": got %d (%s), want %s", spec, r, ut_rc_name(r),
 				 want ? "0" : "-EINVAL");
 		if (want) {
 			accepted++;

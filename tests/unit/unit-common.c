@@ -4,6 +4,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -41,6 +43,40 @@ uint64_t ut_ld(const uint8_t *p, unsigned int n)
 	while (n--)
 		v = v << 8 | p[n];
 	return v;
+}
+
+const char *ut_rc_name(int rc)
+{
+	const char *name = rc < 0 ? strerrorname_np(-rc) : NULL;
+
+	if (!rc)
+		return "0";
+	return name ? name : rc < 0 ? "other -errno" : "positive";
+}
+
+void ut_check_rc(const char *file, int line, int got, int want, const char *fmt, ...)
+{
+	char ctx[256];
+	va_list ap;
+
+	if (got == want)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof(ctx), fmt, ap);
+	va_end(ap);
+	print_error("%s: got %d (%s), want %d (%s)\n", ctx, got, ut_rc_name(got), want,
+		    ut_rc_name(want));
+	_fail(file, line);
+}
+
+uint8_t *ut_dup_exact(const void *buf, size_t len)
+{
+	uint8_t *p = malloc(len ? len : 1);
+
+	assert_non_null(p);
+	if (len)
+		memcpy(p, buf, len);
+	return p;
 }
 
 static uint64_t rng_state;

@@ -17,6 +17,18 @@ void ut_st64(uint8_t *p, uint64_t v);
 /* The n-byte little-endian value at p. */
 uint64_t ut_ld(const uint8_t *p, unsigned int n);
 
+/*
+ * got == want, or the test fails with both as errno names and the context
+ * (printf-style): what a decoder test says when a refusal is the wrong one.
+ */
+#define ut_assert_rc(got, want, ...) ut_check_rc(__FILE__, __LINE__, (got), (want), __VA_ARGS__)
+__attribute__((format(printf, 5, 6)))
+void ut_check_rc(const char *file, int line, int got, int want, const char *fmt, ...);
+/* "0", the errno's name of a negative errno ("EBADMSG"), or what it is. */
+const char *ut_rc_name(int rc);
+/* A heap copy of exactly len bytes, so that ASan catches a read past it. */
+uint8_t *ut_dup_exact(const void *buf, size_t len);
+
 /* splitmix64 from seed: the same sequence every run. */
 void ut_rnd_seed(uint64_t seed);
 uint64_t ut_rnd(void);
