@@ -8,6 +8,10 @@
  *           the page list read out as the command would.
  *   mode 1/2: one send/receive WQE slot, with work-queue caps a QP that
  *           passed rdma_check_create_qp could have (knob picks them).
+ *   mode 3: a device state for a migration (rdma-state.c), decoded as the
+ *           destination does; every record it hands on is read whole,
+ *           and the state is checked as a whole (names, references,
+ *           quotas).
  * The request and the slot sit in buffers exactly as large as the guest
  * made them, so ASan sees every overread.
  */
@@ -17,6 +21,7 @@
 
 #include "fuzz.h"
 #include "rdma-internal.h"
+#include "rdma-state.h"
 
 #define GIB (1ull << 30)
 
@@ -187,11 +192,74 @@ static void wqe(const uint8_t *p, size_t n, uint8_t knob, bool send)
 	}
 }
 
+/* ---- mode 3: a migrated device's state ---- */
+
+static int st_begin(void *o, uint32_t generation)
+{
+	(void)o;
+	FUZZ_CHECK(generation != 0);
+	return 0;
+}
+
+static int st_pd(void *o, uint32_t handle)
+{
+	(void)o;
+	FUZZ_CHECK(handle != 0);
+	return 0;
+}
+
+static int st_mr(void *o, struct rdma_state_mr *mr)
+{
+	(void)o;
+	pages_read(&mr->rq, sizeof(mr->req));
+	return 0;
+}
+
+static int st_cq(void *o, struct rdma_state_cq *cq)
+{
+	(void)o;
+	pages_read(&cq->rq, sizeof(cq->req));
+	FUZZ_CHECK(!(cq->prod >> cq->req.log2_slots));
+	return 0;
+}
+
+static int st_qp(void *o, struct rdma_state_qp *qp)
+{
+	(void)o;
+	pages_read(&qp->rq, sizeof(qp->req));
+	FUZZ_CHECK(qp->attr.qp == qp->handle);
+	return 0;
+}
+
+static int st_event(void *o, const struct vrdma_event *ev)
+{
+	(void)o;
+	FUZZ_CHECK(ev->type != 0);
+	return 0;
+}
+
+static void device_state(const uint8_t *buf, size_t len, const struct rdma_limits *lim)
+{
+	static const struct rdma_state_ops ops = { st_begin, st_pd, st_mr, st_cq, st_qp, st_event };
+
+	const struct rdma_quota limit = { 64, 64, 64, 64, 1ull << 30, 1ull << 20, 0 };
+	const struct rdma_quota used = { 0 };
+	uint32_t generation = 0;
+
+	(void)rdma_state_decode(buf, len, lim, &ops, NULL);
+	/* And as a whole, as the destination checks it before anything. */
+	if (rdma_state_check(buf, len, lim, &limit, &used, &generation) == VRDMA_OK)
+		FUZZ_CHECK(generation != 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 2)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
+	case 3:
+		device_state(data + 2, size - 2, data[1] & 1 ? &lim_small : &lim_full);
+		break;
 	case 0:
 		command(data + 2, size - 2, data[1] & 1 ? &lim_small : &lim_full);
 		break;

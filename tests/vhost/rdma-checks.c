@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 #include <glib.h>
@@ -116,4 +117,26 @@ void rt_expect_no_event(struct vgd *g, int ms)
 	struct vrdma_event ev;
 
 	assert_int_equal(vgd_wait_event(g, ms, &ev), -ETIMEDOUT);
+}
+
+int rt_host_objects(const char *kind, pid_t pid)
+{
+	char cmd[128], line[512], want[32];
+	int n = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>/dev/null", kind);
+	snprintf(want, sizeof(want), " pid %d ", (int)pid);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line) - 1, f)) {
+		/* Make the last field end in a space too. */
+		size_t len = strcspn(line, "\n");
+
+		line[len] = ' ';
+		line[len + 1] = '\0';
+		n += strstr(line, want) != NULL;
+	}
+	assert_int_equal(pclose(f), 0);
+	return n;
 }

@@ -9,6 +9,7 @@
 #define VT_RDMA_CHECKS_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rdma-peer.h"
 
@@ -32,6 +33,10 @@ void rt_guest_expect_cqe(struct rp_guest *g, uint64_t wr_id, uint32_t status, ui
 void rt_expect_event(struct vgd *g, uint16_t type, uint32_t handle, uint32_t data);
 /* No device event arrives within ms. */
 void rt_expect_no_event(struct vgd *g, int ms);
+
+/* The host's objects of a kind (`rdma resource show KIND`: pd, mr, cq,
+ * qp) that belong to process pid. */
+int rt_host_objects(const char *kind, pid_t pid);
 
 /*
  * The Soft-RoCE rig's variables (tests/rxe-vm/run): each of names[] (NULL-

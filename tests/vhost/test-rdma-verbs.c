@@ -362,29 +362,6 @@ static void test_dirty_log_and_stop(void **state)
 	rp_guest_close(&g);
 }
 
-/* Lines of `rdma resource show KIND` that belong to process pid. */
-static int host_objects(const char *kind, pid_t pid)
-{
-	char cmd[128], line[512], want[32];
-	int n = 0;
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>/dev/null", kind);
-	snprintf(want, sizeof(want), " pid %d ", (int)pid);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line) - 1, f)) {
-		/* Make the last field end in a space too. */
-		size_t len = strcspn(line, "\n");
-
-		line[len] = ' ';
-		line[len + 1] = '\0';
-		n += strstr(line, want) != NULL;
-	}
-	assert_int_equal(pclose(f), 0);
-	return n;
-}
-
 /* Memory the front end removes under a live MR: the QPs of its PD go to
  * error, the MR is deregistered, and its lkey no longer passes. */
 static void test_memory_removed(void **state)
@@ -402,11 +379,11 @@ static void test_memory_removed(void **state)
 	rt_connect_pair(&g, &n, 7);
 	assert_int_equal(vgd_buf_alloc_in(g.g, 1, 1u << 20, true, &extra), 0);
 	assert_int_equal(vgd_reg_mr(g.g, g.pd, &extra, 0, 1u << 20, VRDMA_ACCESS_ALL, &mr), 0);
-	mrs = host_objects("mr", tenant_a.d.pid);
+	mrs = rt_host_objects("mr", tenant_a.d.pid);
 	assert_int_equal(vgd_remove_extra(g.g), 0);
 	rt_expect_event(g.g, VRDMA_EV_QP_FATAL, g.qp.handle, VRDMA_QPF_MEMORY);
 	/* Deregistered on the host function itself, not only forgotten. */
-	assert_int_equal(host_objects("mr", tenant_a.d.pid), mrs - 1);
+	assert_int_equal(rt_host_objects("mr", tenant_a.d.pid), mrs - 1);
 	memset(n.buf, 0, 8192);
 	rt_guest_post(&g, &(struct vgd_send){
 		.wr_id = 80, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
@@ -953,15 +930,15 @@ static void test_teardown(void **state)
 
 		assert_int_equal(vgd_open(tenant_small.sock, NULL, &g), 0);
 		fill_small_quota(g);
-		assert_int_equal(host_objects("qp", pid), 2);
+		assert_int_equal(rt_host_objects("qp", pid), 2);
 		vgd_close(g);
 		/* The daemon frees on its side once it sees the hang-up. */
-		for (int t = 0; t < 50 && host_objects("mr", pid); t++)
+		for (int t = 0; t < 50 && rt_host_objects("mr", pid); t++)
 			usleep(20000);
-		assert_int_equal(host_objects("qp", pid), 0);
-		assert_int_equal(host_objects("cq", pid), 0);
-		assert_int_equal(host_objects("mr", pid), 0);
-		assert_int_equal(host_objects("pd", pid), 0);
+		assert_int_equal(rt_host_objects("qp", pid), 0);
+		assert_int_equal(rt_host_objects("cq", pid), 0);
+		assert_int_equal(rt_host_objects("mr", pid), 0);
+		assert_int_equal(rt_host_objects("pd", pid), 0);
 	}
 }
 

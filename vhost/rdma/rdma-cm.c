@@ -293,7 +293,7 @@ static struct rdma_cm_id *active_event(struct rdma_dev *d, struct rdma_cm_conn *
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		if (c->state != CM_RESOLVING_ROUTE)
 			return NULL;
-		c->param.qp_num = c->qp->qpn;
+		c->param.qp_num = c->qp->host_qpn;
 		if (rdma_connect(c->id, &c->param))
 			return conn_end(d, c, 113 /* EHOSTUNREACH */, NULL);
 		c->state = CM_CONNECTING;
@@ -543,7 +543,7 @@ int rdma_cm_cmd_accept(struct rdma_dev *d, struct rdma_request *rq)
 			.initiator_depth = q.ord,
 			.responder_resources = q.ird,
 			.rnr_retry_count = CM_RETRIES,
-			.qp_num = qp->qpn,
+			.qp_num = qp->host_qpn,
 		};
 		if (qp_connect(d, c) || rdma_accept(c->id, &param))
 			r = VRDMA_EIO;

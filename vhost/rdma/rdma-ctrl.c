@@ -138,28 +138,41 @@ static int cmd_query_gid(struct rdma_dev *d, struct rdma_request *rq, union rdma
 
 /* ---- PD ---- */
 
-static int cmd_create_pd(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+/* The object's handle: a new one, or the one a migrated guest holds. */
+static uint32_t add_object(struct rdma_table *t, void *obj, const struct rdma_ids *ids)
+{
+	if (!ids)
+		return rdma_table_add(t, obj, UINT32_MAX);
+	return rdma_table_add_at(t, obj, ids->handle) ? 0 : ids->handle;
+}
+
+int rdma_pd_create(struct rdma_dev *d, const struct rdma_ids *ids, uint32_t *ret_handle)
 {
 	struct rdma_shared *sh = d->sh;
 	g_autofree struct rdma_pd *pd = NULL;
 
-	if (rq->len)
-		return VRDMA_EINVAL;
 	if (sh->used.pds >= sh->limit.pds)
 		return VRDMA_ENOSPC;
 	pd = g_new0(struct rdma_pd, 1);
 	pd->pd = ibv_alloc_pd(sh->ctx);
 	if (!pd->pd)
 		return host_status(errno);
-	pd->handle = rdma_table_add(&d->pds, pd, UINT32_MAX);
+	pd->handle = add_object(&d->pds, pd, ids);
 	if (!pd->handle) {
 		ibv_dealloc_pd(pd->pd);
-		return VRDMA_ENOSPC;
+		return ids ? VRDMA_EINVAL : VRDMA_ENOSPC;
 	}
 	sh->used.pds++;
-	resp->handle = (struct vrdma_handle){ .handle = pd->handle };
+	*ret_handle = pd->handle;
 	g_steal_pointer(&pd);
 	return VRDMA_OK;
+}
+
+static int cmd_create_pd(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	if (rq->len)
+		return VRDMA_EINVAL;
+	return rdma_pd_create(d, NULL, &resp->handle.handle);
 }
 
 static void pd_destroy(struct rdma_dev *d, struct rdma_pd *pd)
@@ -208,15 +221,51 @@ static int mr_register(struct rdma_dev *d, struct rdma_mr *mr, struct rdma_reque
 	return VRDMA_OK;
 }
 
-static int cmd_reg_mr(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+/*
+ * The guest's keys of a new MR: the host's own, unless a moved MR holds
+ * that lkey as its guest key already (keys of moved MRs are the source
+ * function's); then the host is asked again, the colliding registrations
+ * kept meanwhile so that it hands out others.
+ */
+#define KEY_TRIES 8
+
+static int register_unique(struct rdma_dev *d, struct rdma_mr *mr, struct rdma_request *rq,
+			   const struct vrdma_reg_mr_req *m)
+{
+	struct ibv_mr *held[KEY_TRIES];
+	unsigned int nheld = 0;
+	int r;
+
+	for (;;) {
+		r = mr_register(d, mr, rq, m);
+		if (r || (!g_hash_table_contains(d->mr_by_lkey, GUINT_TO_POINTER(mr->mr->lkey)) &&
+			  !g_hash_table_contains(d->mr_by_rkey, GUINT_TO_POINTER(mr->mr->rkey))))
+			break;
+		if (nheld == KEY_TRIES) {
+			ibv_dereg_mr(mr->mr);
+			rdma_pages_unmap(d, &mr->pages);
+			r = VRDMA_EBUSY;
+			break;
+		}
+		held[nheld++] = mr->mr;
+		rdma_pages_unmap(d, &mr->pages);
+	}
+	while (nheld)
+		ibv_dereg_mr(held[--nheld]);
+	return r;
+}
+
+int rdma_mr_create(struct rdma_dev *d, struct rdma_request *rq, const struct vrdma_reg_mr_req *req,
+		   const struct rdma_ids *ids, struct vrdma_reg_mr_resp *resp)
 {
 	struct rdma_shared *sh = d->sh;
 	g_autofree struct rdma_mr *mr = NULL;
-	struct vrdma_reg_mr_req m;
-	int r = rdma_check_reg_mr(rq, &sh->lim, &m);
+	struct vrdma_reg_mr_req m = *req;
+	int r;
 
-	if (r)
-		return r;
+	if (ids && (g_hash_table_contains(d->mr_by_lkey, GUINT_TO_POINTER(ids->lkey)) ||
+		    (ids->rkey && g_hash_table_contains(d->mr_by_rkey, GUINT_TO_POINTER(ids->rkey)))))
+		return VRDMA_EINVAL;
 	mr = g_new0(struct rdma_mr, 1);
 	mr->pd = rdma_table_get(&d->pds, m.pd);
 	if (!mr->pd)
@@ -227,26 +276,35 @@ static int cmd_reg_mr(struct rdma_dev *d, struct rdma_request *rq, union rdma_re
 	mr->length = m.length;
 	mr->access = m.access;
 	mr->first_offset = m.iova & ((1ull << m.page_shift) - 1);
-	r = mr_register(d, mr, rq, &m);
+	r = ids ? mr_register(d, mr, rq, &m) : register_unique(d, mr, rq, &m);
 	if (r)
 		return r;
-	mr->handle = rdma_table_add(&d->mrs, mr, UINT32_MAX);
+	mr->handle = add_object(&d->mrs, mr, ids);
 	if (!mr->handle) {
 		ibv_dereg_mr(mr->mr);
 		rdma_pages_unmap(d, &mr->pages);
-		return VRDMA_ENOSPC;
+		return ids ? VRDMA_EINVAL : VRDMA_ENOSPC;
 	}
 	sh->used.mrs++;
 	sh->used.pinned_bytes += m.length;
 	mr->pd->users++;
-	g_hash_table_insert(d->mr_by_lkey, GUINT_TO_POINTER(mr->mr->lkey), mr);
-	resp->mr = (struct vrdma_reg_mr_resp){
-		.mr = mr->handle,
-		.lkey = mr->mr->lkey,
-		.rkey = m.access & ~(uint32_t)VRDMA_ACCESS_LOCAL_WRITE ? mr->mr->rkey : 0,
-	};
+	mr->lkey = ids ? ids->lkey : mr->mr->lkey;
+	mr->rkey = ids ? ids->rkey
+		       : m.access & ~(uint32_t)VRDMA_ACCESS_LOCAL_WRITE ? mr->mr->rkey : 0;
+	g_hash_table_insert(d->mr_by_lkey, GUINT_TO_POINTER(mr->lkey), mr);
+	if (mr->rkey)
+		g_hash_table_insert(d->mr_by_rkey, GUINT_TO_POINTER(mr->rkey), mr);
+	*resp = (struct vrdma_reg_mr_resp){ .mr = mr->handle, .lkey = mr->lkey, .rkey = mr->rkey };
 	g_steal_pointer(&mr);
 	return VRDMA_OK;
+}
+
+static int cmd_reg_mr(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct vrdma_reg_mr_req m;
+	int r = rdma_check_reg_mr(rq, &d->sh->lim, &m);
+
+	return r ? r : rdma_mr_create(d, rq, &m, NULL, &resp->mr);
 }
 
 /* Lets go of the host registration and the mapping; the handle lives on
@@ -255,7 +313,9 @@ void rdma_mr_release(struct rdma_dev *d, struct rdma_mr *mr)
 {
 	if (!mr->mr)
 		return;
-	g_hash_table_remove(d->mr_by_lkey, GUINT_TO_POINTER(mr->mr->lkey));
+	g_hash_table_remove(d->mr_by_lkey, GUINT_TO_POINTER(mr->lkey));
+	if (mr->rkey)
+		g_hash_table_remove(d->mr_by_rkey, GUINT_TO_POINTER(mr->rkey));
 	ibv_dereg_mr(mr->mr);
 	mr->mr = NULL;
 	rdma_pages_unmap(d, &mr->pages);
@@ -285,17 +345,16 @@ static int cmd_dereg_mr(struct rdma_dev *d, struct rdma_request *rq, union rdma_
 
 /* ---- CQ ---- */
 
-static int cmd_create_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+int rdma_cq_create(struct rdma_dev *d, struct rdma_request *rq, const struct vrdma_create_cq_req *req,
+		   const struct rdma_ids *ids, struct rdma_cq **ret_cq)
 {
 	struct rdma_shared *sh = d->sh;
 	g_autofree struct rdma_cq *cq = NULL;
 	g_autofree uint64_t *pages = NULL;
-	struct vrdma_create_cq_req c;
-	int r = rdma_check_create_cq(rq, &sh->lim, &c);
+	struct vrdma_create_cq_req c = *req;
 	int host_cqe;
+	int r;
 
-	if (r)
-		return r;
 	if (sh->used.cqs >= sh->limit.cqs)
 		return VRDMA_ENOSPC;
 	cq = g_new0(struct rdma_cq, 1);
@@ -315,22 +374,38 @@ static int cmd_create_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma
 		rdma_ring_fini(d, &cq->ring);
 		return r;
 	}
-	cq->handle = rdma_table_add(&d->cqs, cq, UINT32_MAX);
+	cq->handle = add_object(&d->cqs, cq, ids);
 	if (!cq->handle) {
 		ibv_destroy_cq(cq->cq);
 		rdma_ring_fini(d, &cq->ring);
-		return VRDMA_ENOSPC;
+		return ids ? VRDMA_EINVAL : VRDMA_ENOSPC;
 	}
 	sh->used.cqs++;
-	resp->cq = (struct vrdma_create_cq_resp){ .cq = cq->handle, .cqe = cq->capacity };
-	g_steal_pointer(&cq);
+	cq->log2_slots = c.log2_slots;
+	cq->npages = c.npages;
+	cq->ring_gpas = g_steal_pointer(&pages);
+	*ret_cq = g_steal_pointer(&cq);
 	return VRDMA_OK;
+}
+
+static int cmd_create_cq(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct vrdma_create_cq_req c;
+	struct rdma_cq *cq;
+	int r = rdma_check_create_cq(rq, &d->sh->lim, &c);
+
+	if (!r)
+		r = rdma_cq_create(d, rq, &c, NULL, &cq);
+	if (!r)
+		resp->cq = (struct vrdma_create_cq_resp){ .cq = cq->handle, .cqe = cq->capacity };
+	return r;
 }
 
 static void cq_destroy(struct rdma_dev *d, struct rdma_cq *cq)
 {
 	ibv_destroy_cq(cq->cq);
 	rdma_ring_fini(d, &cq->ring);
+	g_free(cq->ring_gpas);
 	rdma_table_del(&d->cqs, cq->handle);
 	d->sh->used.cqs--;
 	g_free(cq);
@@ -360,6 +435,7 @@ static void qp_free(struct rdma_dev *d, struct rdma_qp *qp)
 	rdma_ring_fini(d, &qp->rq.ring);
 	rdma_wq_fini(&qp->sq);
 	rdma_wq_fini(&qp->rq);
+	g_free(qp->ring_gpas);
 	g_free(qp);
 }
 
@@ -401,20 +477,63 @@ static int qp_create_host(struct rdma_qp *qp, const struct vrdma_create_qp_req *
 	qp->qp = ibv_create_qp(qp->pd->pd, &init);
 	if (!qp->qp)
 		return host_status(errno);
-	qp->qpn = qp->qp->qp_num;
+	qp->host_qpn = qp->qp->qp_num;
 	return VRDMA_OK;
 }
 
-static int cmd_create_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+/* A QP number the guest holds already: a moved QP's (its source's). */
+static bool guest_qpn_taken(const struct rdma_dev *d, uint32_t qpn)
+{
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		const struct rdma_qp *qp = d->qps.obj[i];
+
+		if (qp && qp->qpn == qpn)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The host QP, and the number the guest knows it by: the host's own,
+ * unless a moved QP holds it already (then the host is asked again, the
+ * colliding QPs kept meanwhile), or the moved QP's own (ids).
+ */
+static int qp_create_unique(struct rdma_dev *d, struct rdma_qp *qp,
+			    const struct vrdma_create_qp_req *q, const struct rdma_ids *ids)
+{
+	struct ibv_qp *held[KEY_TRIES];
+	unsigned int nheld = 0;
+	int r;
+
+	for (;;) {
+		r = qp_create_host(qp, q);
+		if (r || ids || !guest_qpn_taken(d, qp->host_qpn))
+			break;
+		if (nheld == KEY_TRIES) {
+			ibv_destroy_qp(g_steal_pointer(&qp->qp));
+			r = VRDMA_EBUSY;
+			break;
+		}
+		held[nheld++] = g_steal_pointer(&qp->qp);
+	}
+	while (nheld)
+		ibv_destroy_qp(held[--nheld]);
+	if (!r)
+		qp->qpn = ids ? ids->qpn : qp->host_qpn;
+	return r;
+}
+
+int rdma_qp_create(struct rdma_dev *d, struct rdma_request *rq, const struct vrdma_create_qp_req *req,
+		   const struct rdma_ids *ids, struct rdma_qp **ret_qp)
 {
 	struct rdma_shared *sh = d->sh;
-	struct vrdma_create_qp_req q;
+	struct vrdma_create_qp_req q = *req;
 	struct rdma_qp *qp;
 	uint64_t wrs;
-	int r = rdma_check_create_qp(rq, &sh->lim, &q);
+	int r = 0;
 
-	if (r)
-		return r;
+	if (ids && guest_qpn_taken(d, ids->qpn))
+		return VRDMA_EINVAL;
 	qp = g_new0(struct rdma_qp, 1);
 	qp->dev = d;
 	qp->pd = rdma_table_get(&d->pds, q.pd);
@@ -428,16 +547,18 @@ static int cmd_create_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 	if (!r)
 		r = qp_rings(d, qp, rq, &q);
 	if (!r)
-		r = qp_create_host(qp, &q);
+		r = qp_create_unique(d, qp, &q, ids);
 	if (!r) {
-		qp->handle = rdma_table_add(&d->qps, qp, UINT32_MAX);
-		r = qp->handle ? VRDMA_OK : VRDMA_ENOSPC;
+		qp->handle = add_object(&d->qps, qp, ids);
+		r = qp->handle ? VRDMA_OK : ids ? VRDMA_EINVAL : VRDMA_ENOSPC;
 	}
 	if (r) {
 		qp_free(d, qp);
 		return r;
 	}
 	rdma_qp_new_incarnation(d, qp);
+	qp->create = q;
+	qp->ring_gpas = rdma_request_pages(rq, 0, (uint64_t)q.sq_npages + q.rq_npages);
 	qp->max_inline = q.max_inline_data;
 	qp->sig_all = q.sq_sig_all;
 	qp->wrs = wrs;
@@ -447,21 +568,34 @@ static int cmd_create_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 	qp->rcq->users++;
 	sh->used.qps++;
 	sh->used.wrs += wrs;
-	g_hash_table_insert(d->qp_by_qpn, GUINT_TO_POINTER(qp->qpn), qp);
-	resp->qp = (struct vrdma_create_qp_resp){
-		.qp = qp->handle, .qpn = qp->qpn,
-		.max_send_wr = qp->sq.ring.mask, .max_recv_wr = qp->rq.ring.mask,
-		.max_send_sge = q.max_send_sge, .max_recv_sge = q.max_recv_sge,
-		.max_inline_data = q.max_inline_data,
-	};
+	g_hash_table_insert(d->qp_by_qpn, GUINT_TO_POINTER(qp->host_qpn), qp);
 	rdma_poll_timer_update(d);
+	*ret_qp = qp;
 	return VRDMA_OK;
+}
+
+static int cmd_create_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct vrdma_create_qp_req q;
+	struct rdma_qp *qp;
+	int r = rdma_check_create_qp(rq, &d->sh->lim, &q);
+
+	if (!r)
+		r = rdma_qp_create(d, rq, &q, NULL, &qp);
+	if (!r)
+		resp->qp = (struct vrdma_create_qp_resp){
+			.qp = qp->handle, .qpn = qp->qpn,
+			.max_send_wr = qp->sq.ring.mask, .max_recv_wr = qp->rq.ring.mask,
+			.max_send_sge = q.max_send_sge, .max_recv_sge = q.max_recv_sge,
+			.max_inline_data = q.max_inline_data,
+		};
+	return r;
 }
 
 static void qp_destroy(struct rdma_dev *d, struct rdma_qp *qp)
 {
 	rdma_cm_qp_gone(d, qp);
-	g_hash_table_remove(d->qp_by_qpn, GUINT_TO_POINTER(qp->qpn));
+	g_hash_table_remove(d->qp_by_qpn, GUINT_TO_POINTER(qp->host_qpn));
 	rdma_table_del(&d->qps, qp->handle);
 	qp->pd->users--;
 	qp->scq->users--;
@@ -518,27 +652,42 @@ static void attr_to_host(const struct vrdma_qp_attr *a, struct ibv_qp_attr *h)
 	memcpy(h->ah_attr.grh.dgid.raw, a->ah.dgid, 16);
 }
 
-static int cmd_modify_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+/*
+ * The host's number of a peer the guest names: a QP of this guest at the
+ * guest's own GID is named by the number the guest knows, which after a
+ * migration is not the host's; any other peer is the host's business.
+ */
+static uint32_t peer_host_qpn(const struct rdma_dev *d, const struct vrdma_qp_attr *a,
+			      const struct ibv_gid_entry *own)
 {
-	struct vrdma_modify_qp_req m;
-	struct ibv_qp_attr attr;
-	struct rdma_qp *qp;
-	int r = rdma_check_modify_qp(rq, &d->sh->lim, &m);
+	if (memcmp(own->gid.raw, a->ah.dgid, 16))
+		return a->dest_qp_num;
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		const struct rdma_qp *peer = d->qps.obj[i];
 
-	(void)resp;
-	if (r)
-		return r;
-	qp = rdma_table_get(&d->qps, m.qp);
-	if (!qp)
-		return VRDMA_ENOENT;
+		if (peer && peer->qpn == a->dest_qp_num)
+			return peer->host_qpn;
+	}
+	return a->dest_qp_num;
+}
+
+int rdma_qp_apply(struct rdma_dev *d, struct rdma_qp *qp, const struct vrdma_modify_qp_req *req)
+{
+	struct vrdma_modify_qp_req m = *req;
+	struct ibv_gid_entry own;
+	struct ibv_qp_attr attr;
+	int r;
+
 	attr_to_host(&m.attr, &attr);
 	/* The source GID is an entry of the guest's table, never a raw index
 	 * into the function's: other GIDs there are not the tenant's. */
 	if (m.attr_mask & VRDMA_QP_AV) {
-		r = rdma_gid_to_host(d->sh, m.attr.ah.sgid_index, NULL);
+		r = rdma_gid_to_host(d->sh, m.attr.ah.sgid_index, &own);
 		if (r < 0)
 			return VRDMA_EADDRNOTAVAIL;
 		attr.ah_attr.grh.sgid_index = (uint8_t)r;
+		if (m.attr_mask & VRDMA_QP_DEST_QPN)
+			attr.dest_qp_num = peer_host_qpn(d, &m.attr, &own);
 	}
 	/* The device has one port and one P_Key: a move to INIT that leaves
 	 * them out (as rdma_cm's iWARP-style INIT does) gets them. */
@@ -547,6 +696,19 @@ static int cmd_modify_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma
 		m.attr_mask |= VRDMA_QP_PKEY_INDEX | VRDMA_QP_PORT;
 	r = rdma_qp_modify(d, qp, &attr, (int)m.attr_mask);
 	return r ? host_status(r) : VRDMA_OK;
+}
+
+static int cmd_modify_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	struct vrdma_modify_qp_req m;
+	struct rdma_qp *qp;
+	int r = rdma_check_modify_qp(rq, &d->sh->lim, &m);
+
+	(void)resp;
+	if (r)
+		return r;
+	qp = rdma_table_get(&d->qps, m.qp);
+	return qp ? rdma_qp_apply(d, qp, &m) : VRDMA_ENOENT;
 }
 
 int rdma_qp_modify(struct rdma_dev *d, struct rdma_qp *qp, struct ibv_qp_attr *attr, int mask)
@@ -559,25 +721,56 @@ int rdma_qp_modify(struct rdma_dev *d, struct rdma_qp *qp, struct ibv_qp_attr *a
 		qp->state = attr->qp_state;
 		if (qp->state == VRDMA_QPS_RESET)
 			rdma_qp_rings_reset(d, qp);
+		if (qp->state == VRDMA_QPS_RTR)
+			qp->peer_local = rdma_qp_peer_is_local(d, qp);
 	}
 	rdma_rq_fill(d, qp);
 	rdma_sq_take(d, qp);
 	return 0;
 }
 
-static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+/*
+ * The QP of this instance a connected QP is connected to, or NULL: its
+ * destination QP number is one of this instance's host QPs, at the GID the
+ * QP sends from (a QP number alone could be any host's).
+ */
+static struct rdma_qp *local_peer(const struct rdma_dev *d, const struct rdma_qp *qp,
+				  const struct ibv_qp_attr *h)
+{
+	struct ibv_gid_entry own;
+	struct rdma_qp *peer;
+	int guest_index;
+
+	if (qp->state < VRDMA_QPS_RTR || qp->state > VRDMA_QPS_RTS)
+		return NULL;
+	peer = g_hash_table_lookup(d->qp_by_qpn, GUINT_TO_POINTER(h->dest_qp_num));
+	guest_index = rdma_gid_from_host(d->sh, h->ah_attr.grh.sgid_index);
+	if (!peer || guest_index < 0 || rdma_gid_to_host(d->sh, (uint32_t)guest_index, &own) < 0 ||
+	    memcmp(own.gid.raw, h->ah_attr.grh.dgid.raw, 16))
+		return NULL;
+	return peer;
+}
+
+bool rdma_qp_peer_is_local(const struct rdma_dev *d, const struct rdma_qp *qp)
 {
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr h;
-	struct vrdma_qp_attr *a = &resp->qp_attr;
-	int r, sgid;
-	struct rdma_qp *qp = named_object(rq, &d->qps, &r);
 
-	if (r)
-		return r;
+	return !ibv_query_qp(qp->qp, &h, IBV_QP_DEST_QPN | IBV_QP_AV, &init) &&
+	       local_peer(d, qp, &h);
+}
+
+int rdma_qp_query(struct rdma_dev *d, struct rdma_qp *qp, struct vrdma_qp_attr *a)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr h;
+	const struct rdma_qp *peer;
+	int r, sgid;
+
 	r = ibv_query_qp(qp->qp, &h, (int)VRDMA_QP_ATTR_SUPPORTED, &init);
 	if (r)
 		return host_status(r);
+	peer = local_peer(d, qp, &h);
 	sgid = rdma_gid_from_host(d->sh, h.ah_attr.grh.sgid_index);
 	*a = (struct vrdma_qp_attr){
 		.qp_state = h.qp_state,
@@ -586,7 +779,8 @@ static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_
 		.qkey = h.qkey,
 		.rq_psn = h.rq_psn,
 		.sq_psn = h.sq_psn,
-		.dest_qp_num = h.dest_qp_num,
+		/* the peer as the guest knows it, if it is one of the guest's */
+		.dest_qp_num = peer ? peer->qpn : h.dest_qp_num,
 		.qp_access_flags = (uint32_t)h.qp_access_flags & VRDMA_ACCESS_ALL,
 		.pkey_index = h.pkey_index,
 		.port_num = 1,
@@ -606,6 +800,14 @@ static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_
 	};
 	memcpy(a->ah.dgid, h.ah_attr.grh.dgid.raw, 16);
 	return VRDMA_OK;
+}
+
+static int cmd_query_qp(struct rdma_dev *d, struct rdma_request *rq, union rdma_resp *resp)
+{
+	int r;
+	struct rdma_qp *qp = named_object(rq, &d->qps, &r);
+
+	return r ? r : rdma_qp_query(d, qp, &resp->qp_attr);
 }
 
 /* ---- connection management: rdma-cm.c ---- */

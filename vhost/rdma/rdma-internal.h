@@ -148,6 +148,9 @@ struct rdma_table {
 
 /* The new object's handle, or 0 when the table holds limit objects. */
 uint32_t rdma_table_add(struct rdma_table *t, void *obj, uint32_t limit);
+/* The object under a handle given elsewhere (a migrated guest's):
+ * -EINVAL for no handle at all, -EEXIST when its slot is taken. */
+int rdma_table_add_at(struct rdma_table *t, void *obj, uint32_t handle);
 void *rdma_table_get(const struct rdma_table *t, uint32_t handle);
 void rdma_table_del(struct rdma_table *t, uint32_t handle);
 /* Any object, for teardown; NULL when empty. */
@@ -197,6 +200,9 @@ struct rdma_pd {
 
 struct rdma_mr {
 	uint32_t handle;
+	/* The keys the guest knows: the host's, unless the MR moved here from
+	 * another back end (migration), where the host gave others. */
+	uint32_t lkey, rkey;
 	struct rdma_pd *pd;
 	struct ibv_mr *mr;
 	struct vu_pages *pages;
@@ -224,6 +230,9 @@ struct rdma_cq {
 	uint16_t arm;       /* 0, VRDMA_DB_CQ_ARM or VRDMA_DB_CQ_ARM_SOLICITED */
 	bool event_pending;
 	bool dead;          /* overrun */
+	/* How the guest made it, for a migration (rdma-migrate.c). */
+	uint32_t log2_slots, npages;
+	uint64_t *ring_gpas;
 };
 
 /* What the device remembers of a WQE it posted: the guest may rewrite
@@ -252,7 +261,8 @@ struct rdma_qp {
 	struct rdma_dev *dev; /* its connection, for host events */
 	struct rdma_cm_conn *conn; /* the CM connection it is in, if any */
 	uint32_t handle;
-	uint32_t qpn;
+	uint32_t qpn;      /* the number the guest knows (see rdma_mr's keys) */
+	uint32_t host_qpn; /* the host QP's own */
 	struct ibv_qp *qp;
 	struct rdma_pd *pd;
 	struct rdma_cq *scq;
@@ -262,9 +272,13 @@ struct rdma_qp {
 	uint32_t max_inline;
 	uint32_t state; /* vrdma_qp_state, as last set */
 	bool sig_all;
+	/* How the guest made it, for a migration: CREATE_QP, SQ and RQ pages. */
+	struct vrdma_create_qp_req create;
+	uint64_t *ring_gpas;
 	unsigned int unsignaled_run;
 	bool rings_gone;  /* guest memory under a ring went away */
 	bool bad_pending; /* a bad WQE at sq.next waits for the rest to finish */
+	bool peer_local;  /* connected to another QP of this guest (they move together) */
 	bool sq_more;     /* the work budget ran out with sends in the ring */
 	uint32_t bad_status;
 	/* Tags its host wr_ids; new at creation and at every reset. */
@@ -285,13 +299,18 @@ struct rdma_dev {
 	struct vu_vq *event_vq; /* known once it was kicked */
 	struct rdma_table pds, mrs, cqs, qps;
 	GHashTable *qp_by_qpn; /* host QP number -> rdma_qp */
-	GHashTable *mr_by_lkey;
+	GHashTable *mr_by_lkey; /* the guest's lkey -> rdma_mr */
+	GHashTable *mr_by_rkey; /* the guest's rkey (not 0) -> rdma_mr */
 	struct ibv_comp_channel *chan;
 	int poll_timer; /* timerfd: receive rings and logging */
 	unsigned int ticks;
 	GQueue events; /* vrdma_event waiting for event buffers */
 	unsigned int dropped_events;
 	bool quiesced; /* stopped for migration: nothing touches guest memory */
+	bool draining; /* stopping: no new work is taken, completions go on */
+	bool restored; /* its objects came from a migration source */
+	GBytes *incoming; /* a checked state to make when the queues start */
+	uint32_t generation; /* what the guest sees (a migrated guest: its source's) */
 	uint32_t work_left;    /* in this call of the event loop (rdma_work_refill) */
 	uint32_t incarnations; /* of QPs, handed out */
 	unsigned int kicked; /* queues kicked at least once, a bit each */
@@ -329,13 +348,46 @@ bool rdma_gid_is_ipv4(const uint8_t gid[16]);
 
 /* rdma-ctrl.c */
 void rdma_ctrl_kick(struct rdma_dev *d, struct vu_vq *vq);
+
+/* What a migrated guest already knows of an object it had on the source:
+ * the object is made again under these, not under new ones. */
+struct rdma_ids {
+	uint32_t handle;
+	uint32_t lkey, rkey; /* an MR's */
+	uint32_t qpn;        /* a QP's */
+};
+
+/* The commands' objects, made for a guest command (ids NULL) or again for
+ * a migrated guest; requests already checked (rdma-check.c).  0 or a
+ * vrdma_status. */
+int rdma_pd_create(struct rdma_dev *d, const struct rdma_ids *ids, uint32_t *ret_handle);
+int rdma_mr_create(struct rdma_dev *d, struct rdma_request *rq, const struct vrdma_reg_mr_req *req,
+		   const struct rdma_ids *ids, struct vrdma_reg_mr_resp *resp);
+int rdma_cq_create(struct rdma_dev *d, struct rdma_request *rq, const struct vrdma_create_cq_req *req,
+		   const struct rdma_ids *ids, struct rdma_cq **ret_cq);
+int rdma_qp_create(struct rdma_dev *d, struct rdma_request *rq, const struct vrdma_create_qp_req *req,
+		   const struct rdma_ids *ids, struct rdma_qp **ret_qp);
+/* A MODIFY_QP already checked; 0 or a vrdma_status. */
+int rdma_qp_apply(struct rdma_dev *d, struct rdma_qp *qp, const struct vrdma_modify_qp_req *m);
 void rdma_destroy_all(struct rdma_dev *d);
+/* The QP's attributes in the guest's terms (its GID index, its peer's QP
+ * number when the peer is another QP of this guest); 0 or a vrdma_status. */
+int rdma_qp_query(struct rdma_dev *d, struct rdma_qp *qp, struct vrdma_qp_attr *a);
+/* The QP is connected to another QP of this instance (they move together). */
+bool rdma_qp_peer_is_local(const struct rdma_dev *d, const struct rdma_qp *qp);
 /* Deregisters and unmaps; the handle stays until the guest frees it. */
 void rdma_mr_release(struct rdma_dev *d, struct rdma_mr *mr);
 
 /* Moves a QP as the guest or the connection manager asks, and keeps the
  * rings in step; 0 or the host's errno. */
 int rdma_qp_modify(struct rdma_dev *d, struct rdma_qp *qp, struct ibv_qp_attr *attr, int mask);
+
+/* rdma-migrate.c: the device's objects across a migration (vu_device_ops). */
+int rdma_save_state(void *opaque, uint8_t **ret_data, size_t *ret_len);
+int rdma_load_state(void *opaque, const uint8_t *data, size_t len);
+/* Makes the objects of the state load_state took; 0, or -errno with
+ * nothing made. */
+int rdma_state_apply(struct rdma_dev *d);
 
 /* rdma-cm.c */
 int rdma_cm_init(struct rdma_dev *d);
@@ -381,7 +433,7 @@ struct rdma_shadow *rdma_shadow_at(const struct rdma_wq *wq, uint32_t slot);
 uint64_t rdma_host_wr_id(const struct rdma_qp *qp, uint32_t slot, uint64_t queue_bit);
 /* Room for one more in flight: the host queue is exactly as deep. */
 bool rdma_wq_has_room(const struct rdma_wq *wq);
-/* Neither stopped, nor in RESET, nor with its rings gone. */
+/* Neither stopped (or stopping), nor in RESET, nor with its rings gone. */
 bool rdma_qp_takes_work(const struct rdma_dev *d, const struct rdma_qp *qp);
 /* The QP went back to RESET: both sides restart at slot 0, and
  * completions of what was posted before are dropped. */
@@ -396,6 +448,10 @@ void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp);
 /* Takes and posts new send WQEs (from RTS on). */
 void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp);
 struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey);
+/* The host's rkey of a remote access between two QPs of this guest: the
+ * guest's rkey of an MR of its own, which the host knows by another once
+ * the MR moved; any other rkey as it is (the remote device checks it). */
+uint32_t rdma_local_rkey(const struct rdma_dev *d, const struct rdma_qp *qp, uint32_t rkey);
 
 /* rdma-comp.c */
 /* Translates the host completions into the guest's ring; returns how many. */

@@ -16,13 +16,22 @@ struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey)
 	return g_hash_table_lookup(d->mr_by_lkey, GUINT_TO_POINTER(lkey));
 }
 
+uint32_t rdma_local_rkey(const struct rdma_dev *d, const struct rdma_qp *qp, uint32_t rkey)
+{
+	const struct rdma_mr *mr = qp->peer_local ? g_hash_table_lookup(d->mr_by_rkey,
+									GUINT_TO_POINTER(rkey))
+						  : NULL;
+
+	return mr && mr->mr ? mr->mr->rkey : rkey;
+}
+
 /*
  * Local buffers must lie in MRs of this connection in the QP's PD: the
  * host device checks that too, but another connection's MR on the same
  * function would pass its PD-less checks in some devices.
  */
 static int check_local(const struct rdma_dev *d, const struct rdma_qp *qp,
-		       const struct vrdma_sge *sge, uint32_t n, bool write)
+		       const struct vrdma_sge *sge, uint32_t n, bool write, struct ibv_sge *ret_host)
 {
 	/* Zero-length SGEs too: some devices read a length of 0 as 2 GiB. */
 	for (uint32_t i = 0; i < n; i++) {
@@ -32,6 +41,8 @@ static int check_local(const struct rdma_dev *d, const struct rdma_qp *qp,
 		    !range_within(sge[i].addr - mr->iova, sge[i].length, mr->length) ||
 		    (write && !(mr->access & VRDMA_ACCESS_LOCAL_WRITE)))
 			return RDMA_WC_LOC_PROT_ERR;
+		/* The host's key: not the guest's if the MR moved here. */
+		ret_host[i] = (struct ibv_sge){ sge[i].addr, sge[i].length, mr->mr->lkey };
 	}
 	return RDMA_WC_SUCCESS;
 }
@@ -56,8 +67,13 @@ static void build_send(struct rdma_qp *qp, const struct rdma_send_wqe *w, uint32
 		       struct ibv_send_wr *wr, struct ibv_sge *sges)
 {
 	bool report = (w->flags & VRDMA_SEND_SIGNALED) || qp->sig_all;
-	/* Unsignaled runs are bounded so the host queue always drains. */
-	bool signal = report || ++qp->unsignaled_run >= (qp->sq.ring.mask + 1) / 2;
+	/*
+	 * Unsignaled runs are bounded so the host queue always drains.  While
+	 * the guest migrates, every WQE is signaled on the host: the stop must
+	 * see each one complete before the QP's state can move.
+	 */
+	bool signal = report || vu_dev_logging(qp->dev->vu) ||
+		      ++qp->unsignaled_run >= (qp->sq.ring.mask + 1) / 2;
 
 	if (signal)
 		qp->unsignaled_run = 0;
@@ -74,18 +90,16 @@ static void build_send(struct rdma_qp *qp, const struct rdma_send_wqe *w, uint32
 		wr->wr.atomic.remote_addr = w->remote_addr;
 		wr->wr.atomic.compare_add = w->compare_add;
 		wr->wr.atomic.swap = w->swap;
-		wr->wr.atomic.rkey = w->rkey;
+		wr->wr.atomic.rkey = rdma_local_rkey(qp->dev, qp, w->rkey);
 	} else {
 		wr->wr.rdma.remote_addr = w->remote_addr;
-		wr->wr.rdma.rkey = w->rkey;
+		wr->wr.rdma.rkey = rdma_local_rkey(qp->dev, qp, w->rkey);
 	}
+	/* sges holds the host's SGEs already (check_local), or the inline data. */
 	if (w->inline_data) {
 		sges[0] = (struct ibv_sge){ (uintptr_t)w->inline_data, w->length, 0 };
 		wr->num_sge = 1;
-		return;
 	}
-	for (uint32_t i = 0; i < w->num_sge; i++)
-		sges[i] = (struct ibv_sge){ w->sge[i].addr, w->sge[i].length, w->sge[i].lkey };
 }
 
 /* Posts wrs[0..n) (chained); returns how many the host took. */
@@ -156,7 +170,7 @@ static void sq_take_batch(struct rdma_dev *d, struct rdma_qp *qp, uint32_t prod,
 		memcpy(copy, rdma_ring_slot(&sq->ring, sq->next), caps.slot_size);
 		st = rdma_parse_send_wqe(copy, &caps, &w);
 		if (!st)
-			st = check_local(d, qp, w.sge, w.num_sge, writes_locally(w.opcode));
+			st = check_local(d, qp, w.sge, w.num_sge, writes_locally(w.opcode), sges[n]);
 		/* A WQE refused before its SGEs were found keeps none. */
 		remember(rdma_shadow_at(sq, sq->next), w.wr_id, w.opcode,
 			 (w.flags & VRDMA_SEND_SIGNALED) || qp->sig_all, w.sge,
@@ -257,15 +271,12 @@ void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp)
 			memcpy(copy, rdma_ring_slot(&rq->ring, rq->next), caps.slot_size);
 			st = rdma_parse_recv_wqe(copy, &caps, &w);
 			if (!st)
-				st = check_local(d, qp, w.sge, w.num_sge, true);
+				st = check_local(d, qp, w.sge, w.num_sge, true, sges[n]);
 			if (st) {
 				bad_recv(d, qp, w.wr_id, st);
 				break;
 			}
 			remember(rdma_shadow_at(rq, rq->next), w.wr_id, 0, true, w.sge, w.num_sge);
-			for (uint32_t i = 0; i < w.num_sge; i++)
-				sges[n][i] = (struct ibv_sge){ w.sge[i].addr, w.sge[i].length,
-							       w.sge[i].lkey };
 			wrs[n] = (struct ibv_recv_wr){
 				.wr_id = rdma_host_wr_id(qp, rq->next, RDMA_WRID_RECV), .sg_list = sges[n],
 				.num_sge = (int)w.num_sge,

@@ -62,21 +62,52 @@ void rdma_timer_fired(struct vu_dev *vu, int fd, void *data)
 	rdma_flush_events(d);
 }
 
+/* Nothing of the QP's is on the host that will complete by itself: its
+ * sends are done, and a QP in error has flushed its receives too. */
+static bool qp_drained(const struct rdma_qp *qp)
+{
+	return !qp->sq.inflight && (qp->state != VRDMA_QPS_ERR || !qp->rq.inflight);
+}
+
 static bool all_drained(const struct rdma_dev *d)
 {
 	for (uint32_t i = 0; i < d->qps.cap; i++) {
 		const struct rdma_qp *qp = d->qps.obj[i];
 
-		if (qp && (qp->sq.inflight || qp->rq.inflight))
+		if (qp && !qp_drained(qp))
 			return false;
 	}
 	return true;
 }
 
+/* Delivers completions until every QP drained, or the deadline passed. */
+static bool drain(struct rdma_dev *d, uint64_t deadline)
+{
+	for (;;) {
+		for (uint32_t i = 0; i < d->cqs.cap; i++)
+			if (d->cqs.obj[i])
+				rdma_poll_cq(d, d->cqs.obj[i]);
+		if (all_drained(d))
+			return true;
+		if (monotonic_ns() >= deadline)
+			return false;
+		usleep(1000);
+	}
+}
+
+static bool connected(const struct rdma_qp *qp)
+{
+	return qp->state >= VRDMA_QPS_INIT && qp->state <= VRDMA_QPS_RTS;
+}
+
 /*
- * The front end stopped the device while logging (migration): every QP
- * goes to error, the flushed completions reach the guest's CQs, the pages
- * that remote peers may have written are marked a last time, and nothing
+ * The front end stopped the device while logging (migration).  The device
+ * takes no more work and lets what was posted complete into the guest's
+ * CQs, so that nothing is in flight and its state can move (rdma-migrate.c).
+ * A QP whose peer is not another QP of this guest cannot be held from here:
+ * the peer could still write guest memory after the stop, so it goes to
+ * error (QP_FATAL, STOPPED), as does a QP that did not drain in time.  The
+ * pages remote peers may have written are marked a last time, and nothing
  * lands in guest memory afterwards.
  */
 void rdma_quiesce(struct rdma_dev *d)
@@ -86,21 +117,23 @@ void rdma_quiesce(struct rdma_dev *d)
 	if (d->quiesced)
 		return;
 	rdma_work_refill(d);
+	d->draining = true;
 	for (uint32_t i = 0; i < d->qps.cap; i++) {
 		struct rdma_qp *qp = d->qps.obj[i];
 
-		if (qp && qp->state != VRDMA_QPS_RESET && qp->state != VRDMA_QPS_ERR)
+		if (qp && connected(qp) && !rdma_qp_peer_is_local(d, qp))
 			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
 	}
-	do {
-		for (uint32_t i = 0; i < d->cqs.cap; i++)
-			if (d->cqs.obj[i])
-				rdma_poll_cq(d, d->cqs.obj[i]);
-		if (all_drained(d))
-			break;
-		usleep(1000);
-	} while (monotonic_ns() < deadline);
+	if (!drain(d, deadline)) {
+		for (uint32_t i = 0; i < d->qps.cap; i++) {
+			struct rdma_qp *qp = d->qps.obj[i];
+
+			if (qp && connected(qp) && !qp_drained(qp))
+				rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
+		}
+		drain(d, monotonic_ns() + QUIESCE_TIMEOUT_NS);
+	}
 	rdma_log_remote_writable(d);
+	d->draining = false;
 	d->quiesced = true;
 }
-

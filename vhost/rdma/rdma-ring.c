@@ -110,6 +110,6 @@ bool rdma_wq_has_room(const struct rdma_wq *wq)
 
 bool rdma_qp_takes_work(const struct rdma_dev *d, const struct rdma_qp *qp)
 {
-	return !d->quiesced && qp->state != VRDMA_QPS_RESET && !qp->rings_gone;
+	return !d->quiesced && !d->draining && qp->state != VRDMA_QPS_RESET && !qp->rings_gone;
 }
 

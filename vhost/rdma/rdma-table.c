@@ -5,6 +5,8 @@
  * connection, and a destroyed handle stays dead until its slot has been
  * reused 4095 times.  Never a pointer: nothing of the host's layout leaks.
  */
+#include <errno.h>
+
 #include "rdma-internal.h"
 
 #define GEN_BITS (32 - RDMA_HANDLE_INDEX_BITS)
@@ -13,6 +15,25 @@
 static uint32_t make_handle(uint32_t index, uint16_t gen)
 {
 	return (uint32_t)gen << RDMA_HANDLE_INDEX_BITS | (index + 1);
+}
+
+/* Room for index i at least (the table doubles, up to its maximum). */
+static void grow_to(struct rdma_table *t, uint32_t i)
+{
+	uint32_t cap = MAX(t->cap, 16u);
+
+	while (cap <= i)
+		cap *= 2;
+	cap = MIN(cap, (uint32_t)RDMA_TABLE_MAX);
+	if (cap <= t->cap)
+		return;
+	t->obj = g_renew(void *, t->obj, cap);
+	t->gen = g_renew(uint16_t, t->gen, cap);
+	for (uint32_t j = t->cap; j < cap; j++) {
+		t->obj[j] = NULL;
+		t->gen[j] = 0;
+	}
+	t->cap = cap;
 }
 
 uint32_t rdma_table_add(struct rdma_table *t, void *obj, uint32_t limit)
@@ -30,23 +51,31 @@ uint32_t rdma_table_add(struct rdma_table *t, void *obj, uint32_t limit)
 			break;
 		}
 	}
-	if (i == t->cap) {
-		uint32_t cap = MIN(MAX(t->cap * 2, 16u), (uint32_t)RDMA_TABLE_MAX);
-
-		t->obj = g_renew(void *, t->obj, cap);
-		t->gen = g_renew(uint16_t, t->gen, cap);
-		for (uint32_t j = t->cap; j < cap; j++) {
-			t->obj[j] = NULL;
-			t->gen[j] = 0;
-		}
-		t->cap = cap;
-	}
+	if (i == t->cap)
+		grow_to(t, i);
 	/* Generation 0 never appears: handle 0 stays invalid. */
 	t->gen[i] = t->gen[i] % GEN_MAX + 1;
 	t->obj[i] = obj;
 	t->count++;
 	t->hint = i + 1;
 	return make_handle(i, t->gen[i]);
+}
+
+int rdma_table_add_at(struct rdma_table *t, void *obj, uint32_t handle)
+{
+	uint32_t index = (handle & RDMA_TABLE_MAX) - 1;
+	uint16_t gen = (uint16_t)(handle >> RDMA_HANDLE_INDEX_BITS);
+
+	if (!(handle & RDMA_TABLE_MAX) || !gen || gen > GEN_MAX)
+		return -EINVAL;
+	grow_to(t, index);
+	if (index >= t->cap || t->obj[index])
+		return -EEXIST;
+	t->gen[index] = gen;
+	t->obj[index] = obj;
+	t->count++;
+	t->hint = index + 1;
+	return 0;
 }
 
 void *rdma_table_get(const struct rdma_table *t, uint32_t handle)

@@ -8,6 +8,10 @@
  * ABI (<rdma/rdma_user_rxe.h>, <rdma/ib_user_verbs.h>), so that Debian's
  * stock librxe can post and poll them from guest user space; rdma-check.c
  * checks that equivalence at build time.
+ *
+ * This file is the source of truth for the ABI: a change starts here (and
+ * in the spec), and guest/linux/vrdma_abi.h, the kernel's copy, follows;
+ * tests/unit/abi-match fails until the two agree member by member.
  */
 #ifndef VRDMA_RDMA_WIRE_H
 #define VRDMA_RDMA_WIRE_H
@@ -96,7 +100,7 @@ enum vrdma_status {
 	VRDMA_ENOSPC = 28,     /* a tenant quota is exhausted */
 	VRDMA_EOPNOTSUPP = 95, /* a valid request the device does not support */
 	VRDMA_EADDRINUSE = 98, /* CM_LISTEN: the port is taken */
-	VRDMA_EADDRNOTAVAIL = 99, /* CM_LISTEN: not the function's address */
+	VRDMA_EADDRNOTAVAIL = 99, /* not the guest's address (CM_LISTEN, a QP's GID) */
 	VRDMA_ENETUNREACH = 101, /* the function has no IPv4 address */
 };
 

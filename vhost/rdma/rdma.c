@@ -259,7 +259,7 @@ static int rdma_get_config(void *opaque, uint32_t offset, uint8_t *buf, uint32_t
 		.max_pd = MIN((uint32_t)sh->attr.max_pd, sh->limit.pds),
 		.max_qp_wr = sh->lim.max_qp_wr,
 		.max_cqe = sh->lim.max_cqe,
-		.generation = sh->generation,
+		.generation = d->generation,
 		.max_sge = (uint16_t)sh->lim.max_send_sge,
 		.phys_port_cnt = 1,
 	};
@@ -288,7 +288,8 @@ static void check_session(struct rdma_dev *d, struct vu_vq *vq)
 	if (d->kicked & bit)
 		return;
 	d->kicked |= bit;
-	if (!vq_next_avail(vq) || d->session_lost)
+	/* A migrated instance continues its session with its objects. */
+	if (!vq_next_avail(vq) || d->session_lost || d->restored)
 		return;
 	d->session_lost = true;
 	rdma_post_event(d, VRDMA_EV_DEVICE_FATAL, 0, 0);
@@ -299,6 +300,10 @@ static void rdma_queue_kick(void *opaque, struct vu_vq *vq)
 {
 	struct rdma_dev *d = opaque;
 
+	/* A migrated guest's objects, made before anything of it is served;
+	 * if that fails, its session ends here (check_session). */
+	if (d->incoming)
+		rdma_state_apply(d);
 	check_session(d, vq);
 	/* Started again after a stop (a migration that failed): go on. */
 	d->quiesced = false;
@@ -381,6 +386,8 @@ static void rdma_reset(void *opaque)
 	d->event_vq = NULL;
 	d->kicked = 0;
 	d->session_lost = false;
+	d->restored = false;
+	g_clear_pointer(&d->incoming, g_bytes_unref);
 }
 
 static void rdma_attach(void *opaque, struct vu_dev *dev)
@@ -409,6 +416,7 @@ static void rdma_instance_free(void *instance)
 	rdma_table_free(&d->qps);
 	g_hash_table_destroy(d->qp_by_qpn);
 	g_hash_table_destroy(d->mr_by_lkey);
+	g_hash_table_destroy(d->mr_by_rkey);
 	g_hash_table_destroy(d->cm_listen_ids);
 	if (d->chan)
 		ibv_destroy_comp_channel(d->chan);
@@ -424,9 +432,11 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 	int fl;
 
 	d->sh = sh;
+	d->generation = sh->generation;
 	sh->devs = g_list_prepend(sh->devs, d);
 	d->qp_by_qpn = g_hash_table_new(NULL, NULL);
 	d->mr_by_lkey = g_hash_table_new(NULL, NULL);
+	d->mr_by_rkey = g_hash_table_new(NULL, NULL);
 	d->cm_listen_ids = g_hash_table_new(NULL, NULL);
 	g_queue_init(&d->events);
 	g_queue_init(&d->cm_events);
@@ -456,6 +466,8 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 		.attach = rdma_attach,
 		.queue_stop = rdma_queue_stop,
 		.mem_gone = rdma_mem_gone,
+		.save_state = rdma_save_state,
+		.load_state = rdma_load_state,
 	};
 	*ret_instance = d;
 	return 0;

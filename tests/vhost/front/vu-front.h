@@ -48,6 +48,8 @@ enum vuf_request {
 	VUF_REM_MEM_REG = 38,
 	VUF_SET_STATUS = 39,
 	VUF_GET_STATUS = 40,
+	VUF_SET_DEVICE_STATE_FD = 42,
+	VUF_CHECK_DEVICE_STATE = 43,
 };
 
 #define VUF_FLAG_VERSION	0x1u
@@ -93,6 +95,7 @@ enum vuf_request {
 #define VUF_PF_RESET_DEVICE	13
 #define VUF_PF_CONFIG_MEM_SLOTS	15
 #define VUF_PF_STATUS		16
+#define VUF_PF_DEVICE_STATE	19
 
 #define VUF_BIT(b) (1ull << (b))
 
@@ -209,6 +212,15 @@ struct vuf_inflight_desc {
 	uint16_t num_queues, queue_size;
 };
 /* The caller owns *ret_fd. */
+/*
+ * The device's own state, as QEMU 8.2 moves it (DEVICE_STATE): SET_DEVICE_
+ * STATE_FD with a pipe end, the back end's channel instead if it answers
+ * with one, the bytes to EOF (save) or written and closed (load), then
+ * CHECK_DEVICE_STATE.  -EREMOTEIO when the back end reports a failure.
+ */
+int vuf_save_device_state(struct vuf_conn *c, uint8_t **ret_data, size_t *ret_len);
+int vuf_load_device_state(struct vuf_conn *c, const uint8_t *data, size_t len);
+
 int vuf_get_inflight_fd(struct vuf_conn *c, uint16_t num_queues, uint16_t queue_size,
 			struct vuf_inflight_desc *ret_desc, int *ret_fd);
 int vuf_set_inflight_fd(struct vuf_conn *c, const struct vuf_inflight_desc *d, int fd);

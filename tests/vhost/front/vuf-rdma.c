@@ -23,6 +23,9 @@
 #define VGD_VA_BASE 0x7f1000000000ull
 #define PAGE 4096u
 #define VGD_HUGE (2ull << 20)
+#define VGD_PROTOCOL_FEATURES                                                                \
+	(VUF_BIT(VUF_PF_CONFIG) | VUF_BIT(VUF_PF_REPLY_ACK) | VUF_BIT(VUF_PF_LOG_SHMFD) |    \
+	 VUF_BIT(VUF_PF_MQ) | VUF_BIT(VUF_PF_CONFIG_MEM_SLOTS) | VUF_BIT(VUF_PF_DEVICE_STATE))
 
 /* ---- setup ---- */
 
@@ -94,9 +97,6 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 	uint64_t ram = o && o->ram_bytes ? o->ram_bytes : 256ull << 20;
 	uint64_t want = VUF_BIT(VUF_F_VERSION_1) | VUF_BIT(VUF_F_PROTOCOL_FEATURES) |
 			VUF_BIT(VRDMA_F_ATOMIC) | (o && o->log_all ? VUF_BIT(VUF_F_LOG_ALL) : 0);
-	uint64_t want_proto = VUF_BIT(VUF_PF_CONFIG) | VUF_BIT(VUF_PF_REPLY_ACK) |
-			      VUF_BIT(VUF_PF_LOG_SHMFD) | VUF_BIT(VUF_PF_MQ) |
-			      VUF_BIT(VUF_PF_CONFIG_MEM_SLOTS);
 	uint64_t proto;
 	int r;
 
@@ -110,7 +110,8 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 		return r;
 	}
 	g->mem = vuf_mem_new();
-	r = g->mem ? vuf_negotiate(g->conn, want, want_proto, &g->features, &proto) : -ENOMEM;
+	r = g->mem ? vuf_negotiate(g->conn, want, VGD_PROTOCOL_FEATURES, &g->features, &proto)
+		   : -ENOMEM;
 	if (!r && o && o->huge_pages)
 		r = add_huge_ram(g->mem, ram);
 	else if (!r)
@@ -135,6 +136,58 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 		return r;
 	}
 	*ret = g;
+	return 0;
+}
+
+/*
+ * A live migration of this guest, as QEMU and the engine do it: every
+ * queue stopped (logging is on: the device drains and stands still), the
+ * device's state saved; a connection to the destination back end with the
+ * same guest memory (its memory table first, as the patched QEMU sends it),
+ * the state loaded there, and every queue resumed where it stopped.  The
+ * source connection then goes, as the source QEMU quits.  The guest's rings,
+ * buffers and positions stay what they were: only the back end changes.
+ */
+int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len)
+{
+	struct vuf_conn *dst;
+	g_autofree uint8_t *state = NULL;
+	uint16_t base[VRDMA_NUM_VQS];
+	uint64_t features, proto;
+	size_t len = 0;
+	int r = vgd_stop(g, base);
+
+	if (!r)
+		r = vuf_save_device_state(g->conn, &state, &len);
+	if (r)
+		return r;
+	r = vuf_conn_connect(socket_path, 5000, &dst);
+	if (r)
+		return r;
+	r = vuf_negotiate(dst, g->features & ~VUF_BIT(VUF_F_LOG_ALL), VGD_PROTOCOL_FEATURES,
+			  &features, &proto);
+	if (!r)
+		r = vuf_mem_send_table(g->mem, dst);
+	if (!r)
+		r = vuf_load_device_state(dst, state, len);
+	if (!r)
+		r = vuf_get_config(dst, 0, sizeof(g->config), &g->config);
+	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++) {
+		g->vq[i].conn = dst;
+		g->vq[i].log = false;
+		r = vuf_vq_start_at(&g->vq[i], base[i]);
+	}
+	if (r) {
+		vuf_conn_free(dst);
+		return r;
+	}
+	vuf_conn_free(g->conn);
+	vuf_log_free(g->log);
+	g->log = NULL;
+	g->conn = dst;
+	g->features = features;
+	if (ret_state_len)
+		*ret_state_len = len;
 	return 0;
 }
 
@@ -834,8 +887,18 @@ int vgd_stop(struct vgd *g, uint16_t ret_base[VRDMA_NUM_VQS])
 
 	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++) {
 		r = vuf_vq_stop(&g->vq[i], &base);
+		g->stopped_base[i] = (uint16_t)base;
 		if (ret_base)
 			ret_base[i] = (uint16_t)base;
 	}
+	return r;
+}
+
+int vgd_resume(struct vgd *g)
+{
+	int r = 0;
+
+	for (unsigned int i = 0; !r && i < VRDMA_NUM_VQS; i++)
+		r = vuf_vq_start_at(&g->vq[i], g->stopped_base[i]);
 	return r;
 }

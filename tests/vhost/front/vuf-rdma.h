@@ -35,6 +35,7 @@ struct vgd {
 	uint64_t next_va;           /* guest virtual addresses handed out */
 	struct vuf_log *log;
 	int timeout_ms;
+	uint16_t stopped_base[VRDMA_NUM_VQS]; /* where vgd_stop() left each queue */
 };
 
 struct vgd_opts {
@@ -203,5 +204,15 @@ int vgd_wait_event(struct vgd *g, int timeout_ms, struct vrdma_event *ret);
 /* Stops every queue (GET_VRING_BASE), as QEMU does before switch-over;
  * ret_base (may be NULL) gets where each stopped. */
 int vgd_stop(struct vgd *g, uint16_t ret_base[VRDMA_NUM_VQS]);
+/*
+ * Live-migrates the guest (opened with log_all) to the back end at
+ * socket_path: stop, the device's state saved and loaded there, every
+ * queue resumed where it stopped, with the same guest memory.  *ret_state_len
+ * (may be NULL) gets the state's size.  On failure the guest stays on the
+ * source, stopped.
+ */
+int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len);
+/* Starts every queue again where vgd_stop() left it (a migration failed). */
+int vgd_resume(struct vgd *g);
 
 #endif

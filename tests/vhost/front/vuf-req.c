@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* One typed helper per front-end request. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
 
 #include "util.h"
 #include "vuf-internal.h"
@@ -352,4 +356,103 @@ int vuf_negotiate(struct vuf_conn *c, uint64_t want, uint64_t want_protocol,
 	if (ret_protocol)
 		*ret_protocol = proto;
 	return 0;
+}
+
+/* ---- the device's own state (DEVICE_STATE) ---- */
+
+#define STATE_SAVE 0u
+#define STATE_LOAD 1u
+#define STATE_REPLY_NOFD (1ull << 8)
+
+/* SET_DEVICE_STATE_FD with fd; the channel to use (the back end's, or
+ * fd's other end) in *ret_fd, which the caller closes. */
+static int set_state_fd(struct vuf_conn *c, uint32_t direction, int pipefd[2], int *ret_fd)
+{
+	uint8_t p[8];
+	struct vuf_msg *m = malloc(sizeof(*m));
+	int ours = direction == STATE_SAVE ? 0 : 1;
+	uint64_t v;
+	int ret;
+
+	if (!m)
+		return -ENOMEM;
+	put_le32(p, direction);
+	put_le32(p + 4, 0);
+	ret = vuf_request(c, VUF_SET_DEVICE_STATE_FD, p, sizeof(p), &pipefd[1 - ours], 1, m);
+	close(pipefd[1 - ours]);
+	if (!ret && (m->size != 8 || m->nfds > 1))
+		ret = -EPROTO;
+	if (!ret) {
+		v = get_le64(m->payload);
+		if ((v & 0xff) || !(v & STATE_REPLY_NOFD) != (m->nfds == 1))
+			ret = (v & 0xff) ? -EREMOTEIO : -EPROTO;
+	}
+	if (!ret && m->nfds == 1) {
+		close(pipefd[ours]);
+		*ret_fd = m->fds[0];
+		m->nfds = 0;
+	} else if (!ret) {
+		*ret_fd = pipefd[ours];
+	} else {
+		close(pipefd[ours]);
+	}
+	if (ret)
+		vuf_msg_close_fds(m);
+	free(m);
+	return ret;
+}
+
+static int check_state(struct vuf_conn *c)
+{
+	uint64_t v;
+	int ret = vuf_send_msg(c, VUF_CHECK_DEVICE_STATE, VUF_FLAG_VERSION, NULL, 0, NULL, 0);
+
+	if (!ret)
+		ret = vuf_recv_u64_reply(c, VUF_CHECK_DEVICE_STATE, &v);
+	return ret ? ret : v ? -EREMOTEIO : 0;
+}
+
+int vuf_save_device_state(struct vuf_conn *c, uint8_t **ret_data, size_t *ret_len)
+{
+	GByteArray *buf;
+	uint8_t chunk[65536];
+	int pipefd[2], fd, ret;
+	ssize_t n;
+
+	if (pipe2(pipefd, O_CLOEXEC))
+		return -errno;
+	ret = set_state_fd(c, STATE_SAVE, pipefd, &fd);
+	if (ret)
+		return ret;
+	buf = g_byte_array_new();
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		g_byte_array_append(buf, chunk, (guint)n);
+	ret = n < 0 ? -errno : 0;
+	close(fd);
+	if (!ret)
+		ret = check_state(c);
+	*ret_len = buf->len;
+	*ret_data = g_byte_array_free(buf, FALSE);
+	return ret;
+}
+
+int vuf_load_device_state(struct vuf_conn *c, const uint8_t *data, size_t len)
+{
+	int pipefd[2], fd, ret;
+
+	if (pipe2(pipefd, O_CLOEXEC))
+		return -errno;
+	ret = set_state_fd(c, STATE_LOAD, pipefd, &fd);
+	if (ret)
+		return ret;
+	for (size_t off = 0; !ret && off < len;) {
+		ssize_t n = write(fd, data + off, len - off);
+
+		if (n <= 0)
+			ret = n < 0 ? -errno : -EIO;
+		else
+			off += (size_t)n;
+	}
+	close(fd);
+	return ret ? ret : check_state(c);
 }
