@@ -215,12 +215,14 @@ class QTest:
 class Rig:
     """One back end and one QEMU, with their logs and sockets."""
 
-    def __init__(self, build_dir, name):
+    def __init__(self, build_dir, name, ibdev=None, quotas=None):
+        """quotas: QUOTAS with these values instead."""
         self.build = build_dir
         self.vhost = os.path.join(build_dir, "vhost", "vrdma-vhost")
         self.qemu = os.environ.get("VRDMA_QEMU") or \
             os.path.join(build_dir, "qemu", "build", "qemu-system-x86_64")
-        self.ibdev = os.environ.get("VRDMA_RXE_DEV_A", "rxe0")
+        self.ibdev = ibdev or os.environ.get("VRDMA_RXE_DEV_A", "rxe0")
+        self.quotas = {**QUOTAS, **(quotas or {})}
         self.logdir = tempfile.mkdtemp(prefix=f"qemu-rdma-{name}.", dir=build_dir)
         self.sockdir = tempfile.mkdtemp(prefix="qemu-rdma.", dir="/tmp")
         self.sock = os.path.join(self.sockdir, "vhost.sock")
@@ -245,7 +247,7 @@ class Rig:
     def start_backend(self):
         args = [self.vhost, "--device", "rdma", "--ibdev", self.ibdev,
                 "--socket-path", self.sock]
-        for k, v in QUOTAS.items():
+        for k, v in self.quotas.items():
             args += [QUOTA_OPTS[k], str(v)]
         before = read(self.vhost_log).count("device ready")
         with open(self.vhost_log, "a") as log:
@@ -270,8 +272,9 @@ class Rig:
             self.backend.wait()
             return "timeout (killed)"
 
-    def start_qemu(self, qtest=False):
-        """QEMU with the device; paused (-S), or driven by qtest."""
+    def start_qemu(self, qtest=False, incoming=False):
+        """QEMU with the device; paused (-S), or driven by qtest; with
+        incoming, waiting for QMP migrate-incoming."""
         args = [self.qemu, "-nodefaults", "-display", "none",
                 "-machine", "pc,memory-backend=mem", "-m", "128M",
                 "-object", "memory-backend-memfd,id=mem,size=128M,share=on",
@@ -289,6 +292,8 @@ class Rig:
                      "-qtest-log", "/dev/null"]
         else:
             args += ["-S", "-accel", "tcg"]
+        if incoming:
+            args += ["-incoming", "defer"]
         with open(self.qemu_log, "w") as log:
             log.write(f"### {' '.join(args)}\n")
             log.flush()
@@ -326,6 +331,17 @@ class Rig:
                 p.kill()
                 p.wait()
         shutil.rmtree(self.sockdir, ignore_errors=True)
+
+    def finish_quietly(self, keep_logs):
+        """For a script with several rigs and one summary: the logs' tails
+        when kept, else the log directory goes."""
+        if not keep_logs:
+            shutil.rmtree(self.logdir, ignore_errors=True)
+            return
+        print(f"logs kept in {self.logdir}", flush=True)
+        for path in (self.vhost_log, self.qemu_log, self.trace_log):
+            print(f"--- {os.path.basename(path)} (tail)", flush=True)
+            print(tail(path, 15), flush=True)
 
     def finish(self, checks):
         """Prints the summary (and the logs on failure); returns the exit code."""
