@@ -123,7 +123,8 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 	if (!r && o && o->log_all) {
 		/* Up to the extra region's end, so that its pages can be asked
 		 * about too (the log is a sparse memfd). */
-		r = vuf_log_new(o->extra_bytes ? VGD_EXTRA_GPA + o->extra_bytes : ram, 0, &g->log);
+		g->log_bytes = o->extra_bytes ? VGD_EXTRA_GPA + o->extra_bytes : ram;
+		r = vuf_log_new(g->log_bytes, 0, &g->log);
 		if (!r)
 			r = vuf_log_send(g->log, g->conn);
 	}
@@ -155,8 +156,19 @@ int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len)
 	uint16_t base[VRDMA_NUM_VQS];
 	uint64_t features, proto;
 	size_t len = 0;
-	int r = vgd_stop(g, base);
+	int r = 0;
 
+	/* A guest that arrived by migration is not logged; QEMU starts
+	 * logging again at the start of the next one. */
+	if (!g->log && g->log_bytes) {
+		r = vuf_set_features(g->conn, g->features | VUF_BIT(VUF_F_LOG_ALL));
+		if (!r)
+			r = vuf_log_new(g->log_bytes, 0, &g->log);
+		if (!r)
+			r = vuf_log_send(g->log, g->conn);
+	}
+	if (!r)
+		r = vgd_stop(g, base);
 	if (!r)
 		r = vuf_save_device_state(g->conn, &state, &len);
 	if (r)

@@ -34,6 +34,7 @@ struct vgd {
 	unsigned int ev_npending, ev_next;
 	uint64_t next_va;           /* guest virtual addresses handed out */
 	struct vuf_log *log;
+	uint64_t log_bytes;         /* what a log covers (opened with log_all) */
 	int timeout_ms;
 	uint16_t stopped_base[VRDMA_NUM_VQS]; /* where vgd_stop() left each queue */
 };
