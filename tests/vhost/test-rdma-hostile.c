@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -81,15 +82,19 @@ static void restart_rings(struct vgd_qp *qp)
 
 /* ---- work per call ---- */
 
-/* A thousand refused WQEs behind one doorbell: a thousand error
- * completions, in order, one QP_FATAL, and the daemon lives (it once
- * recursed per refused WQE and overflowed its stack). */
+/* Sixteen thousand refused WQEs behind one doorbell: as many error
+ * completions, in order, one QP_FATAL, and the daemon lives.  It once
+ * recursed per refused WQE (~20 KiB a frame then); its frames are small
+ * now (tens of bytes a level), so the daemon runs on a 256 KiB stack
+ * here, which a recursion of this depth overflows and the loop does not
+ * come near. */
 static void test_bad_wqe_run(void **state)
 {
-	const struct vgd_qp_caps caps = { .sq_log2 = 10, .rq_log2 = 2, .max_send_sge = 1,
+	const struct vgd_qp_caps caps = { .sq_log2 = 14, .rq_log2 = 2, .max_send_sge = 1,
 					  .max_recv_sge = 1 };
-	enum { RUN = 1000 };
+	enum { RUN = 16000 };
 	g_autofree struct vrdma_cqe *c = g_new0(struct vrdma_cqe, RUN);
+	struct rlimit stack, small_stack = { .rlim_cur = 256 << 10 };
 	uint8_t slot[256] = { 0 };
 	struct rp_guest g;
 	struct rp_native n;
@@ -98,9 +103,14 @@ static void test_bad_wqe_run(void **state)
 	int got;
 
 	(void)state;
+	/* The daemon inherits the limit its main thread's stack grows to. */
+	assert_int_equal(getrlimit(RLIMIT_STACK, &stack), 0);
+	small_stack.rlim_max = stack.rlim_max;
+	assert_int_equal(setrlimit(RLIMIT_STACK, &small_stack), 0);
 	start_tenant(NULL);
+	assert_int_equal(setrlimit(RLIMIT_STACK, &stack), 0);
 	assert_int_equal(rp_guest_open(tenant.sock, &g), 0);
-	open_qp(&g, &n, &caps, 11, &cq, &qp);
+	open_qp(&g, &n, &caps, 14, &cq, &qp);
 	memset(n.buf, 0, 8192);
 	put_le32(slot + VRDMA_SWQE_OPCODE, 0xff);
 	put_le32(slot + VRDMA_SWQE_SEND_FLAGS, VRDMA_SEND_SIGNALED);
