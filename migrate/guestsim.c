@@ -1023,6 +1023,20 @@ static bool hold_reply(struct gs *g, const struct owner_msg *m)
 	}
 }
 
+/*
+ * After a held SYNC, every page is reported dirty: the round after the
+ * release resends the whole RAM, so it lasts on any link until the engine
+ * has noticed the fault aimed at it, and its convergence check has no
+ * reason to end the rounds there.  The pages are unchanged; sending them
+ * again is harmless, as a dirty log's false positives are.
+ */
+static void dirty_all(struct gs *g)
+{
+	for (uint64_t p = 0; p < g->ram.npages; p++)
+		dirty_mark(&g->ram, g->wl.dirty, p);
+	log_info("every page reported dirty after the hold");
+}
+
 /* Handles one message; the socket is readable. */
 static enum gs_next session_step(struct gs *g)
 {
@@ -1045,8 +1059,12 @@ static enum gs_next session_step(struct gs *g)
 		log_warn("%s out of sequence", owner_msg_name(m.type));
 		return GS_PROTO_ERROR;
 	}
-	if (is_hold_point(g, &m) && !hold_reply(g, &m))
-		return GS_CONTINUE;
+	if (is_hold_point(g, &m)) {
+		if (!hold_reply(g, &m))
+			return GS_CONTINUE;
+		if (m.type == OWNER_MSG_SYNC)
+			dirty_all(g);
+	}
 	return rule->handle(g, &m);
 }
 
@@ -1431,7 +1449,9 @@ static void usage(FILE *f)
 		"  --hold-at WHAT          source, for tests: hold the reply to the first\n"
 		"                          HELLO ('hello'), SYNC of round N ('sync:N') or\n"
 		"                          STOP ('stop') until SIGUSR1, so a test can aim\n"
-		"                          at that phase of the engine\n"
+		"                          at that phase of the engine; a held SYNC then\n"
+		"                          reports every page dirty, so that the round\n"
+		"                          after it resends the whole RAM and lasts\n"
 		"  --quiet                 no progress messages on stderr\n"
 		"  -h, --help              this text\n"
 		"\n"

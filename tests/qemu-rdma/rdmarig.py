@@ -17,6 +17,11 @@ import subprocess
 import tempfile
 import time
 
+# Every limit below is sized for the reference machine and scaled by
+# VRDMA_SLOWDOWN, the speed factor tests/rxe-vm/run measures from the
+# guest's boot (2 on a machine twice as slow).
+SLOWDOWN = max(1.0, float(os.environ.get("VRDMA_SLOWDOWN") or 1))
+
 # Quotas below any rxe limit: the configuration must show exactly these.
 QUOTAS = {"max_qp": 77, "max_cq": 78, "max_mr": 79, "max_pd": 80}
 QUOTA_OPTS = {"max_qp": "--max-qps", "max_cq": "--max-cqs",
@@ -57,7 +62,9 @@ class Checks:
 
 
 def wait_for(pred, timeout, step=0.2):
-    end = time.monotonic() + timeout
+    """pred()'s value once true, or its last value after timeout (seconds
+    on the reference machine: scaled by SLOWDOWN)."""
+    end = time.monotonic() + timeout * SLOWDOWN
     while True:
         v = pred()
         if v or time.monotonic() > end:
@@ -128,7 +135,7 @@ class QMP:
         if not wait_for(lambda: os.path.exists(path), timeout):
             raise Abort(f"QEMU opened no QMP socket at {path} in {timeout} s")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
+        self.sock.settimeout(timeout * SLOWDOWN)
         self.sock.connect(path)
         self.buf = b""
         if "QMP" not in self._read():
@@ -166,12 +173,12 @@ class QTest:
     """QEMU's qtest protocol: port I/O and memory access with no guest CPU."""
 
     def __init__(self, listener, timeout):
-        listener.settimeout(timeout)
+        listener.settimeout(timeout * SLOWDOWN)
         try:
             self.sock, _ = listener.accept()
         except socket.timeout:
             raise Abort(f"QEMU did not connect to the qtest socket in {timeout} s")
-        self.sock.settimeout(timeout)
+        self.sock.settimeout(timeout * SLOWDOWN)
         self.buf = b""
 
     def cmd(self, line):
@@ -266,7 +273,7 @@ class Rig:
         """SIGTERM; returns the exit status (or a string on timeout)."""
         self.backend.send_signal(signal.SIGTERM)
         try:
-            return self.backend.wait(30)
+            return self.backend.wait(30 * SLOWDOWN)
         except subprocess.TimeoutExpired:
             self.backend.kill()
             self.backend.wait()
@@ -313,7 +320,7 @@ class Rig:
         """QMP quit; returns QEMU's exit status (or a string on timeout)."""
         self.qmp.cmd("quit")
         try:
-            return self.qemu_proc.wait(60)
+            return self.qemu_proc.wait(60 * SLOWDOWN)
         except subprocess.TimeoutExpired:
             return "timeout"
 
