@@ -2,8 +2,12 @@
 /*
  * virtio-rdma (virtio device id 42): the guest driver's view of the device
  * interface in docs/virtio-rdma.md.  Written for the kernel; the layouts are
- * the same as the back end's vhost/rdma-wire.h, checked below against fixed
- * sizes and, member by member, by tests/unit/abi-match.
+ * the same as the back end's vhost/rdma/rdma-wire.h, checked below against
+ * fixed sizes and, member by member, by tests/unit/abi-match.
+ *
+ * This file is a copy: the source of truth is vhost/rdma/rdma-wire.h (and
+ * the spec).  A change starts there; this file follows, and abi-match
+ * fails until the two agree.
  */
 #ifndef VRDMA_ABI_H
 #define VRDMA_ABI_H
