@@ -756,7 +756,14 @@ static int vrdma_probe(struct virtio_device *vdev)
 		dev_err(&vdev->dev, "connection management set-up failed: %d\n", ret);
 		goto err_reset;
 	}
-	ret = ib_register_device(&dev->ib, "vrdma%d", vdev->dev.parent);
+	/*
+	 * No DMA device: the device takes guest-physical addresses and no
+	 * IOMMU translates for it (no VIRTIO_F_ACCESS_PLATFORM), so user
+	 * memory is never DMA-mapped (an IOVA would name another page, and a
+	 * bounce buffer would hide the device's writes).  MR page lists come
+	 * from the pages themselves (vrdma_verbs.c, vrdma_mr_pages).
+	 */
+	ret = ib_register_device(&dev->ib, "vrdma%d", NULL);
 	if (ret) {
 		dev_err(&vdev->dev, "ib_register_device failed: %d\n", ret);
 		vrdma_cm_teardown(dev);

@@ -24,7 +24,6 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <rdma/ib_umem.h>
-#include <rdma/iter.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/rdma_user_rxe.h>
@@ -383,30 +382,108 @@ static void vrdma_mr_release(struct vrdma_orphan *o)
 	kfree(mr);
 }
 
-/* REG_MR's page list: the MR's DMA blocks, 4 KiB or 2 MiB. */
+/* Guest-physical address of every 4 KiB of the MR's pages, in order. */
+static int vrdma_mr_phys_4k(struct ib_umem *umem, u64 *phys, size_t n)
+{
+	size_t skip = (umem->address & ~PAGE_MASK) / SZ_4K, i = 0;
+	struct scatterlist *sg;
+	unsigned int k;
+	u32 off;
+
+	for_each_sgtable_sg(&umem->sgt_append.sgt, sg, k) {
+		u64 base = page_to_phys(sg_page(sg)) + sg->offset;
+
+		if ((sg->offset | sg->length) & (SZ_4K - 1))
+			return -EINVAL;
+		for (off = 0; off < sg->length && i < n; off += SZ_4K) {
+			if (skip) {
+				skip--;
+				continue;
+			}
+			phys[i++] = base + off;
+		}
+	}
+	return i == n ? 0 : -EFAULT;
+}
+
+/*
+ * Whether 2 MiB pages can describe the MR: every 4 KiB of it sits at the
+ * same offset in a 2 MiB guest-physical page as in a 2 MiB page of the
+ * MR's iova space, and the 4 KiB pages of one 2 MiB page are contiguous.
+ */
+static bool vrdma_mr_fits_2m(const u64 *phys, size_t n, u64 iova)
+{
+	u64 va = iova & ~(u64)(SZ_4K - 1);
+	size_t i;
+
+	for (i = 0; i < n; i++, va += SZ_4K) {
+		if ((phys[i] ^ va) & (SZ_2M - 1))
+			return false;
+		if (i && (va & (SZ_2M - 1)) && phys[i] != phys[i - 1] + SZ_4K)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * REG_MR's page list: the guest-physical address of every P-byte page of
+ * the MR, with P = 2 MiB where that describes it in fewer pages (and the
+ * device takes 2 MiB pages), else 4 KiB.
+ *
+ * The device takes guest-physical addresses (spec 2.1): it has no IOMMU
+ * and does not negotiate VIRTIO_F_ACCESS_PLATFORM, so a guest IOMMU does
+ * not translate for it.  The addresses therefore come from the pinned
+ * pages themselves, never from a DMA mapping: under an IOMMU (intel-iommu,
+ * virtio-iommu) a DMA address is an IOVA, which the device would take for
+ * another guest page, kernel memory included.
+ */
 static int vrdma_mr_pages(struct vrdma_dev *dev, struct ib_umem *umem, u64 iova,
 			  __le64 **ret_pages, u32 *ret_npages, u32 *ret_shift)
 {
-	struct ib_block_iter biter;
-	unsigned long pgsz = ib_umem_find_best_pgsz(umem, SZ_4K | SZ_2M, iova);
-	size_t npages, i = 0;
+	u64 len = umem->length, va;
+	size_t n4k, n2m, i, j;
 	__le64 *pages;
+	u64 *phys;
+	int ret;
 
-	if (!pgsz)
+	/* A 4 KiB page must hold the same bytes in both address spaces. */
+	if ((iova ^ umem->address) & (SZ_4K - 1))
 		return -EINVAL;
-	npages = ib_umem_num_dma_blocks(umem, pgsz);
-	pages = kvcalloc(npages, sizeof(*pages), GFP_KERNEL);
-	if (!pages)
+	if (!len || len > le64_to_cpu(dev->attr.max_mr_size) || iova + len < iova)
+		return -EINVAL;
+	n4k = DIV_ROUND_UP((iova & (SZ_4K - 1)) + len, SZ_4K);
+	n2m = DIV_ROUND_UP((iova & (SZ_2M - 1)) + len, SZ_2M);
+	phys = kvcalloc(n4k, sizeof(*phys), GFP_KERNEL);
+	if (!phys)
 		return -ENOMEM;
-	rdma_umem_for_each_dma_block(umem, &biter, pgsz) {
-		if (i >= npages)
-			break;
-		pages[i++] = cpu_to_le64(rdma_block_iter_dma_address(&biter));
+	ret = vrdma_mr_phys_4k(umem, phys, n4k);
+	if (ret)
+		goto out;
+	if (!(le64_to_cpu(dev->attr.page_size_cap) & SZ_2M) || n2m >= n4k ||
+	    !vrdma_mr_fits_2m(phys, n4k, iova))
+		n2m = 0;
+	pages = kvcalloc(n2m ?: n4k, sizeof(*pages), GFP_KERNEL);
+	if (!pages) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (n2m) {
+		/* The first 4 KiB page of each 2 MiB one gives its start. */
+		va = iova & ~(u64)(SZ_4K - 1);
+		for (i = 0, j = 0; i < n4k; i++, va += SZ_4K)
+			if (!i || !(va & (SZ_2M - 1)))
+				pages[j++] = cpu_to_le64(phys[i] - (va & (SZ_2M - 1)));
+		*ret_shift = 21;
+	} else {
+		for (i = 0; i < n4k; i++)
+			pages[i] = cpu_to_le64(phys[i]);
+		*ret_shift = 12;
 	}
 	*ret_pages = pages;
-	*ret_npages = npages;
-	*ret_shift = ilog2(pgsz);
-	return 0;
+	*ret_npages = n2m ?: n4k;
+out:
+	kvfree(phys);
+	return ret;
 }
 
 static struct ib_mr *vrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 iova,
