@@ -135,6 +135,24 @@ struct vrdma_cmd_hdr {
 	__le32 reserved;
 };
 
+/* status: 0, or one of these Linux errno numbers (x86/generic values). */
+enum vrdma_status {
+	VRDMA_OK = 0,
+	VRDMA_EPERM = 1,
+	VRDMA_ENOENT = 2,
+	VRDMA_EIO = 5,
+	VRDMA_E2BIG = 7,
+	VRDMA_ENOMEM = 12,
+	VRDMA_EFAULT = 14,
+	VRDMA_EBUSY = 16,
+	VRDMA_EINVAL = 22,
+	VRDMA_ENOSPC = 28,
+	VRDMA_EOPNOTSUPP = 95,
+	VRDMA_EADDRINUSE = 98,
+	VRDMA_EADDRNOTAVAIL = 99,
+	VRDMA_ENETUNREACH = 101,
+};
+
 struct vrdma_resp_hdr {
 	__le32 status;
 	__le32 reserved;
@@ -335,6 +353,14 @@ struct vrdma_event {
 	__le32 handle;
 	__le32 data;
 	__le32 reserved2;
+};
+
+/* QP_FATAL's data: why the device moved the QP to ERR. */
+enum vrdma_qp_fatal_reason {
+	VRDMA_QPF_BAD_WQE = 1,
+	VRDMA_QPF_HOST = 2,
+	VRDMA_QPF_MEMORY = 3,
+	VRDMA_QPF_STOPPED = 4,
 };
 
 /* Ring layout (struct rxe_queue_buf). */

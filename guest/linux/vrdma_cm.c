@@ -18,6 +18,13 @@
  * or accept until its last event (CONNECT_REPLY with an error, or CLOSE)
  * is delivered.  A peer's request not yet answered belongs to the new
  * cm_id (provider_data) until iw_accept or iw_reject.
+ *
+ * Device loss (vrdma_main.c): connections and listens remember the epoch
+ * they were made in.  Under cm_lock, vrdma_cm_sync() ends the connections
+ * of an older epoch and forgets the handles of older listens (the device
+ * reuses the values) before anything else is done; commands never name an
+ * old handle (vrdma_cmd refuses them).  A listen the loss ended stays
+ * with its cm_id, silent, until rdma_cm destroys it.
  */
 #include <linux/etherdevice.h>
 #include <linux/list.h>
@@ -34,6 +41,7 @@
 struct vrdma_conn {
 	struct list_head node; /* dev->conn_list, under cm_lock */
 	u32 handle;
+	u32 epoch;
 	struct iw_cm_id *cm_id; /* referenced while set */
 	struct vrdma_qp *qp;
 	bool established;
@@ -45,6 +53,7 @@ struct vrdma_conn {
 
 struct vrdma_listen {
 	u32 handle;
+	u32 epoch;
 	struct iw_cm_id *cm_id;
 };
 
@@ -150,25 +159,55 @@ static void vrdma_conn_end(struct vrdma_dev *dev, struct vrdma_conn *conn, int s
 }
 
 /* CM_REJECT of a requested connection; the device frees the handle. */
-static int vrdma_reject(struct vrdma_dev *dev, u32 handle, const void *pdata, u8 len)
+static int vrdma_reject(struct vrdma_dev *dev, u32 handle, u32 epoch, const void *pdata, u8 len)
 {
-	struct vrdma_cm_reject_req *req = kzalloc(sizeof(*req), GFP_KERNEL);
-	int ret;
+	struct vrdma_cm_reject_req req = { .conn = cpu_to_le32(handle) };
+	struct vrdma_call c = { .op = VRDMA_CMD_CM_REJECT, .epoch = epoch, .req = &req,
+				.req_len = sizeof(req) };
 
-	if (!req)
-		return -ENOMEM;
-	req->conn = cpu_to_le32(handle);
-	req->pdata_len = min_t(u8, len, VRDMA_CM_REJECT_PDATA);
-	if (pdata && req->pdata_len)
-		memcpy(req->pdata, pdata, req->pdata_len);
-	ret = vrdma_cmd(dev, VRDMA_CMD_CM_REJECT, req, sizeof(*req), NULL, 0, NULL, 0);
-	kfree(req);
-	return ret;
+	req.pdata_len = min_t(u8, len, VRDMA_CM_REJECT_PDATA);
+	if (pdata && req.pdata_len)
+		memcpy(req.pdata, pdata, req.pdata_len);
+	return vrdma_cmd(dev, &c);
 }
 
 /* ---------------- device events ---------------- */
 
-static void vrdma_cm_request(struct vrdma_dev *dev, const struct vrdma_cm_event *e)
+/* Forgets a connection's handle, unless the device reused it meanwhile. */
+static void vrdma_conn_forget(struct vrdma_dev *dev, struct vrdma_conn *conn)
+{
+	xa_cmpxchg(&dev->conns, conn->handle, conn, NULL, 0);
+}
+
+/*
+ * Under cm_lock, first thing: after a device loss, ends the connections
+ * and forgets the listens of older epochs (see the top of this file).
+ */
+static void vrdma_cm_sync(struct vrdma_dev *dev)
+{
+	u32 epoch = READ_ONCE(dev->epoch);
+	struct vrdma_conn *conn, *next;
+	struct vrdma_listen *l;
+	unsigned long i;
+
+	if (dev->cm_epoch == epoch)
+		return;
+	dev->cm_epoch = epoch;
+	list_for_each_entry_safe(conn, next, &dev->conn_list, node) {
+		if (conn->gone || conn->epoch == epoch)
+			continue;
+		vrdma_conn_forget(dev, conn);
+		if (conn->cm_id)
+			vrdma_conn_end(dev, conn, -ECONNRESET);
+		else
+			conn->gone = true; /* freed at iw_accept or iw_reject */
+	}
+	xa_for_each(&dev->listens, i, l)
+		if (l->epoch != epoch)
+			xa_erase(&dev->listens, i);
+}
+
+static void vrdma_cm_request(struct vrdma_dev *dev, const struct vrdma_cm_event *e, u32 epoch)
 {
 	struct vrdma_listen *l = xa_load(&dev->listens, le32_to_cpu(e->listen));
 	u32 handle = le32_to_cpu(e->conn);
@@ -179,6 +218,7 @@ static void vrdma_cm_request(struct vrdma_dev *dev, const struct vrdma_cm_event 
 	conn = l ? kzalloc(sizeof(*conn), GFP_KERNEL) : NULL;
 	if (conn) {
 		conn->handle = handle;
+		conn->epoch = epoch;
 		vrdma_sin(&conn->local, e->local_ip, e->local_port);
 		vrdma_sin(&conn->remote, e->remote_ip, e->remote_port);
 		conn->ird = e->ird;
@@ -194,21 +234,22 @@ static void vrdma_cm_request(struct vrdma_dev *dev, const struct vrdma_cm_event 
 		vrdma_event_addrs(&ev, conn);
 		ev.provider_data = conn;
 		ev.private_data = (void *)e->pdata;
-		ev.private_data_len = min_t(u8, e->pdata_len, VRDMA_CM_ACCEPT_PDATA);
+		ev.private_data_len = e->pdata_len; /* checked */
 		/* iw_cm copies the private data before this returns. */
 		ret = l->cm_id->event_handler(l->cm_id, &ev);
 		if (ret) {
-			xa_erase(&dev->conns, handle);
+			vrdma_conn_forget(dev, conn);
 			list_del(&conn->node);
 		}
 	}
 	if (ret) {
 		kfree(conn);
-		vrdma_reject(dev, handle, NULL, 0);
+		vrdma_reject(dev, handle, epoch, NULL, 0);
 	}
 }
 
-static void vrdma_cm_handle(struct vrdma_dev *dev, const struct vrdma_cm_event *e)
+/* One event, checked (vrdma_check_cm_event), of the given epoch. */
+static void vrdma_cm_handle(struct vrdma_dev *dev, const struct vrdma_cm_event *e, u32 epoch)
 {
 	u32 handle = le32_to_cpu(e->conn);
 	u32 status = le32_to_cpu(e->status);
@@ -217,15 +258,15 @@ static void vrdma_cm_handle(struct vrdma_dev *dev, const struct vrdma_cm_event *
 
 	switch (le16_to_cpu(e->type)) {
 	case VRDMA_CM_EV_CONNECT_REQUEST:
-		vrdma_cm_request(dev, e);
+		vrdma_cm_request(dev, e, epoch);
 		return;
 	case VRDMA_CM_EV_CONNECT_REPLY:
 		conn = xa_load(&dev->conns, handle);
 		if (!conn || !conn->cm_id || conn->established)
 			return;
 		if (status) {
-			xa_erase(&dev->conns, handle);
-			vrdma_conn_end(dev, conn, -(int)min_t(u32, status, 4095));
+			vrdma_conn_forget(dev, conn);
+			vrdma_conn_end(dev, conn, -(int)status);
 			return;
 		}
 		conn->established = true;
@@ -234,7 +275,7 @@ static void vrdma_cm_handle(struct vrdma_dev *dev, const struct vrdma_cm_event *
 		ev.event = IW_CM_EVENT_CONNECT_REPLY;
 		vrdma_event_addrs(&ev, conn);
 		ev.private_data = (void *)e->pdata;
-		ev.private_data_len = min_t(u8, e->pdata_len, VRDMA_CM_ACCEPT_PDATA);
+		ev.private_data_len = e->pdata_len; /* checked */
 		conn->cm_id->event_handler(conn->cm_id, &ev);
 		return;
 	case VRDMA_CM_EV_CLOSED:
@@ -246,24 +287,31 @@ static void vrdma_cm_handle(struct vrdma_dev *dev, const struct vrdma_cm_event *
 		else
 			conn->gone = true; /* freed at iw_accept or iw_reject */
 		return;
-	default:
-		dev_dbg(&dev->vdev->dev, "unknown CM event %u\n", le16_to_cpu(e->type));
 	}
 }
 
 static void vrdma_cm_work(struct work_struct *work)
 {
 	struct vrdma_dev *dev = container_of(work, struct vrdma_dev, cm_work);
-	struct vrdma_cm_event *e = kmalloc(sizeof(*e), GFP_KERNEL);
+	struct vrdma_cm_event e;
+	struct vrdma_call c = { .op = VRDMA_CMD_CM_GET_EVENT, .resp = &e, .resp_len = sizeof(e) };
+	const char *what;
 
-	if (!e)
-		return;
 	mutex_lock(&dev->cm_lock);
-	while (!dev->cm_stopping &&
-	       vrdma_cmd(dev, VRDMA_CMD_CM_GET_EVENT, NULL, 0, NULL, 0, e, sizeof(*e)) == 0)
-		vrdma_cm_handle(dev, e);
+	while (!dev->cm_stopping && vrdma_cmd(dev, &c) == 0) {
+		/* Fetched from a new instance: the old handles go first. */
+		vrdma_cm_sync(dev);
+		what = vrdma_check_cm_event(&e);
+		if (!what) {
+			vrdma_cm_handle(dev, &e, c.ret_epoch);
+			continue;
+		}
+		vrdma_bad_response(dev, c.op, what);
+		/* A request nobody will answer would hold the peer: refuse it. */
+		if (le16_to_cpu(e.type) == VRDMA_CM_EV_CONNECT_REQUEST && e.conn)
+			vrdma_reject(dev, le32_to_cpu(e.conn), c.ret_epoch, NULL, 0);
+	}
 	mutex_unlock(&dev->cm_lock);
-	kfree(e);
 }
 
 void vrdma_cm_event(struct vrdma_dev *dev)
@@ -282,20 +330,10 @@ void vrdma_cm_stop(struct vrdma_dev *dev)
 
 void vrdma_cm_device_lost(struct vrdma_dev *dev)
 {
-	struct vrdma_conn *conn, *next;
-
 	if (!dev->cm)
 		return;
 	mutex_lock(&dev->cm_lock);
-	list_for_each_entry_safe(conn, next, &dev->conn_list, node) {
-		if (conn->gone)
-			continue;
-		xa_erase(&dev->conns, conn->handle);
-		if (conn->cm_id)
-			vrdma_conn_end(dev, conn, -ECONNRESET);
-		else
-			conn->gone = true;
-	}
+	vrdma_cm_sync(dev);
 	mutex_unlock(&dev->cm_lock);
 	/* Its CM event may have been among those lost: drain anyway. */
 	vrdma_cm_event(dev);
@@ -342,8 +380,10 @@ static int vrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 {
 	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
 	struct vrdma_qp *qp = vrdma_callers_qp(dev, p->qpn);
-	struct vrdma_cm_connect_req *req;
-	struct vrdma_handle *resp;
+	struct vrdma_cm_connect_req req = {};
+	struct vrdma_handle h;
+	struct vrdma_call c = { .op = VRDMA_CMD_CM_CONNECT, .req = &req, .req_len = sizeof(req),
+				.resp = &h, .resp_len = sizeof(h) };
 	struct vrdma_conn *conn;
 	int ret;
 
@@ -351,29 +391,33 @@ static int vrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 		return -EINVAL;
 	if (p->private_data_len > VRDMA_CM_CONNECT_PDATA)
 		return -EINVAL;
-	req = kzalloc(sizeof(*req), GFP_KERNEL);
-	resp = kzalloc(sizeof(*resp), GFP_KERNEL);
 	conn = kzalloc(sizeof(*conn), GFP_KERNEL);
-	ret = -ENOMEM;
-	if (!req || !resp || !conn)
-		goto out;
-	req->qp = cpu_to_le32(qp->handle);
-	ret = vrdma_ipv4(&cm_id->remote_addr, req->dst_ip, &req->dst_port);
+	if (!conn)
+		return -ENOMEM;
+	req.qp = cpu_to_le32(qp->handle);
+	ret = vrdma_ipv4(&cm_id->remote_addr, req.dst_ip, &req.dst_port);
 	if (ret)
 		goto out;
-	req->ord = min_t(u32, p->ord, dev->attr.max_qp_init_rd_atom);
-	req->ird = min_t(u32, p->ird, dev->attr.max_qp_rd_atom);
-	req->pdata_len = p->private_data_len;
+	req.ord = min_t(u32, p->ord, le32_to_cpu(dev->attr.max_qp_init_rd_atom));
+	req.ird = min_t(u32, p->ird, le32_to_cpu(dev->attr.max_qp_rd_atom));
+	req.pdata_len = p->private_data_len;
 	if (p->private_data_len)
-		memcpy(req->pdata, p->private_data, p->private_data_len);
+		memcpy(req.pdata, p->private_data, p->private_data_len);
 	memcpy(&conn->local, &cm_id->local_addr, sizeof(conn->local));
 	memcpy(&conn->remote, &cm_id->remote_addr, sizeof(conn->remote));
 
 	mutex_lock(&dev->cm_lock);
-	ret = vrdma_cmd(dev, VRDMA_CMD_CM_CONNECT, req, sizeof(*req), NULL, 0, resp,
-			sizeof(*resp));
+	vrdma_cm_sync(dev);
+	c.epoch = qp->epoch;
+	ret = vrdma_cmd(dev, &c);
+	if (!ret && !h.handle) {
+		vrdma_bad_response(dev, c.op, "connection handle 0");
+		vrdma_device_lost(dev, "a connection without a handle");
+		ret = -EIO;
+	}
 	if (!ret) {
-		conn->handle = le32_to_cpu(resp->handle);
+		conn->handle = le32_to_cpu(h.handle);
+		conn->epoch = c.ret_epoch;
 		ret = xa_insert(&dev->conns, conn->handle, conn, GFP_KERNEL);
 	}
 	if (!ret) {
@@ -388,9 +432,24 @@ static int vrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 	mutex_unlock(&dev->cm_lock);
 out:
 	kfree(conn);
-	kfree(resp);
-	kfree(req);
-	return ret;
+	return ret == -ESTALE ? -EIO : ret;
+}
+
+/* iw_accept's command; conn and qp are of one epoch. */
+static int vrdma_accept_cmd(struct vrdma_dev *dev, struct vrdma_conn *conn, struct vrdma_qp *qp,
+			    struct iw_cm_conn_param *p, struct vrdma_cm_accept_req *req)
+{
+	struct vrdma_call c = { .op = VRDMA_CMD_CM_ACCEPT, .epoch = conn->epoch, .req = req,
+				.req_len = sizeof(*req) };
+
+	req->conn = cpu_to_le32(conn->handle);
+	req->qp = cpu_to_le32(qp->handle);
+	req->ord = min_t(u32, p->ord, le32_to_cpu(dev->attr.max_qp_init_rd_atom));
+	req->ird = min_t(u32, p->ird, le32_to_cpu(dev->attr.max_qp_rd_atom));
+	req->pdata_len = p->private_data_len;
+	if (p->private_data_len)
+		memcpy(req->pdata, p->private_data, p->private_data_len);
+	return vrdma_cmd(dev, &c);
 }
 
 static int vrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
@@ -398,42 +457,35 @@ static int vrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
 	struct vrdma_conn *conn = cm_id->provider_data;
 	struct vrdma_qp *qp = vrdma_callers_qp(dev, p->qpn);
-	struct vrdma_cm_accept_req *req;
+	struct vrdma_cm_accept_req req = {};
 	struct iw_cm_event ev = {};
 	bool req_sent = false;
 	int ret;
 
 	if (!conn)
 		return -EINVAL;
-	req = kzalloc(sizeof(*req), GFP_KERNEL);
 	mutex_lock(&dev->cm_lock);
+	vrdma_cm_sync(dev);
 	if (conn->gone)
 		ret = -ECONNRESET;
 	else if (!qp || p->private_data_len > VRDMA_CM_ACCEPT_PDATA)
 		ret = -EINVAL;
-	else if (!req)
-		ret = -ENOMEM;
+	else if (qp->epoch != conn->epoch)
+		ret = -EIO; /* the QP is lost with the device */
 	else
 		ret = 0;
 	if (!ret) {
-		req->conn = cpu_to_le32(conn->handle);
-		req->qp = cpu_to_le32(qp->handle);
-		req->ord = min_t(u32, p->ord, dev->attr.max_qp_init_rd_atom);
-		req->ird = min_t(u32, p->ird, dev->attr.max_qp_rd_atom);
-		req->pdata_len = p->private_data_len;
-		if (p->private_data_len)
-			memcpy(req->pdata, p->private_data, p->private_data_len);
 		/* A failed accept refuses the peer and frees the handle. */
 		req_sent = true;
-		ret = vrdma_cmd(dev, VRDMA_CMD_CM_ACCEPT, req, sizeof(*req), NULL, 0, NULL, 0);
+		ret = vrdma_accept_cmd(dev, conn, qp, p, &req);
 	}
 	if (ret) {
 		/* The device frees the handle when the command fails (spec
 		 * 14.1); a failure here must refuse the peer itself. */
 		if (!conn->gone && !req_sent)
-			vrdma_reject(dev, conn->handle, NULL, 0);
+			vrdma_reject(dev, conn->handle, conn->epoch, NULL, 0);
 		if (!conn->gone)
-			xa_erase(&dev->conns, conn->handle);
+			vrdma_conn_forget(dev, conn);
 		cm_id->provider_data = NULL;
 		list_del(&conn->node);
 		kfree(conn);
@@ -443,8 +495,8 @@ static int vrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 		conn->cm_id = cm_id;
 		conn->qp = qp;
 		conn->established = true;
-		conn->ird = req->ird;
-		conn->ord = req->ord;
+		conn->ird = req.ird;
+		conn->ord = req.ord;
 		qp->conn = conn;
 		cm_id->add_ref(cm_id);
 		ev.event = IW_CM_EVENT_ESTABLISHED;
@@ -452,8 +504,7 @@ static int vrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *p)
 		cm_id->event_handler(cm_id, &ev);
 	}
 	mutex_unlock(&dev->cm_lock);
-	kfree(req);
-	return ret;
+	return ret == -ESTALE ? -ECONNRESET : ret;
 }
 
 static int vrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 len)
@@ -465,44 +516,51 @@ static int vrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 len)
 	if (!conn)
 		return -EINVAL;
 	mutex_lock(&dev->cm_lock);
+	vrdma_cm_sync(dev);
 	if (!conn->gone) {
-		xa_erase(&dev->conns, conn->handle);
-		ret = vrdma_reject(dev, conn->handle, pdata, len);
+		vrdma_conn_forget(dev, conn);
+		ret = vrdma_reject(dev, conn->handle, conn->epoch, pdata, len);
 	}
 	cm_id->provider_data = NULL;
 	list_del(&conn->node);
 	kfree(conn);
 	mutex_unlock(&dev->cm_lock);
-	return ret;
+	/* A request lost with the device needs no answer. */
+	return ret == -ESTALE ? 0 : ret;
 }
 
 static int vrdma_iw_create_listen(struct iw_cm_id *cm_id, int backlog)
 {
 	struct vrdma_dev *dev = container_of(cm_id->device, struct vrdma_dev, ib);
-	struct vrdma_cm_listen_req *req;
-	struct vrdma_handle *resp;
+	struct vrdma_cm_listen_req req = {};
+	struct vrdma_handle h;
+	struct vrdma_call c = { .op = VRDMA_CMD_CM_LISTEN, .req = &req, .req_len = sizeof(req),
+				.resp = &h, .resp_len = sizeof(h) };
 	struct vrdma_listen *l;
 	int ret;
 
-	req = kzalloc(sizeof(*req), GFP_KERNEL);
-	resp = kzalloc(sizeof(*resp), GFP_KERNEL);
 	l = kzalloc(sizeof(*l), GFP_KERNEL);
-	ret = -ENOMEM;
-	if (!req || !resp || !l)
-		goto out;
-	ret = vrdma_ipv4(&cm_id->local_addr, req->ip, &req->port);
+	if (!l)
+		return -ENOMEM;
+	ret = vrdma_ipv4(&cm_id->local_addr, req.ip, &req.port);
 	if (ret)
 		goto out;
-	req->backlog = cpu_to_le16(clamp(backlog, 1, VRDMA_CM_MAX_BACKLOG));
+	req.backlog = cpu_to_le16(clamp(backlog, 1, VRDMA_CM_MAX_BACKLOG));
 	mutex_lock(&dev->cm_lock);
-	ret = vrdma_cmd(dev, VRDMA_CMD_CM_LISTEN, req, sizeof(*req), NULL, 0, resp,
-			sizeof(*resp));
+	vrdma_cm_sync(dev);
+	ret = vrdma_cmd(dev, &c);
+	if (!ret && !h.handle) {
+		vrdma_bad_response(dev, c.op, "listen handle 0");
+		vrdma_device_lost(dev, "a listen without a handle");
+		ret = -EIO;
+	}
 	if (!ret) {
-		l->handle = le32_to_cpu(resp->handle);
+		l->handle = le32_to_cpu(h.handle);
+		l->epoch = c.ret_epoch;
 		l->cm_id = cm_id;
 		ret = xa_insert(&dev->listens, l->handle, l, GFP_KERNEL);
 		if (ret)
-			vrdma_handle_cmd(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle);
+			vrdma_handle_cmd(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle, l->epoch);
 	}
 	if (!ret) {
 		cm_id->provider_data = l;
@@ -511,9 +569,7 @@ static int vrdma_iw_create_listen(struct iw_cm_id *cm_id, int backlog)
 	mutex_unlock(&dev->cm_lock);
 out:
 	kfree(l);
-	kfree(resp);
-	kfree(req);
-	return ret;
+	return ret == -ESTALE ? -EIO : ret;
 }
 
 static int vrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
@@ -524,8 +580,10 @@ static int vrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
 	if (!l)
 		return 0;
 	mutex_lock(&dev->cm_lock);
-	xa_erase(&dev->listens, l->handle);
-	vrdma_handle_cmd(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle);
+	vrdma_cm_sync(dev);
+	xa_cmpxchg(&dev->listens, l->handle, l, NULL, 0);
+	/* A listen lost with the device is not named to it (-ESTALE). */
+	vrdma_handle_cmd(dev, VRDMA_CMD_CM_DESTROY_LISTEN, l->handle, l->epoch);
 	cm_id->provider_data = NULL;
 	mutex_unlock(&dev->cm_lock);
 	kfree(l);
@@ -554,9 +612,11 @@ int vrdma_cm_modify_qp(struct vrdma_dev *dev, struct vrdma_qp *qp,
 	/* iw_cm disconnects by moving the QP: SQD gracefully, ERR abruptly. */
 	if (to_state && (attr->qp_state == IB_QPS_SQD || attr->qp_state == IB_QPS_ERR)) {
 		mutex_lock(&dev->cm_lock);
+		vrdma_cm_sync(dev);
 		if (qp->conn && qp->conn->established && !qp->conn->closing) {
 			qp->conn->closing = true;
-			ret = vrdma_handle_cmd(dev, VRDMA_CMD_CM_DISCONNECT, qp->conn->handle);
+			ret = vrdma_handle_cmd(dev, VRDMA_CMD_CM_DISCONNECT, qp->conn->handle,
+					       qp->conn->epoch);
 		}
 		mutex_unlock(&dev->cm_lock);
 		if (attr->qp_state == IB_QPS_SQD && qp->conn)
@@ -583,9 +643,10 @@ void vrdma_cm_qp_destroy(struct vrdma_dev *dev, struct vrdma_qp *qp)
 	/* The device ends the connection when the QP goes; tell iw_cm now,
 	 * so that it lets go of the QP before it is freed. */
 	mutex_lock(&dev->cm_lock);
+	vrdma_cm_sync(dev);
 	conn = qp->conn;
 	if (conn) {
-		xa_erase(&dev->conns, conn->handle);
+		vrdma_conn_forget(dev, conn);
 		vrdma_conn_end(dev, conn, -ECONNABORTED);
 	}
 	mutex_unlock(&dev->cm_lock);
@@ -616,6 +677,7 @@ int vrdma_cm_setup(struct vrdma_dev *dev)
 	INIT_WORK(&dev->cm_work, vrdma_cm_work);
 	init_waitqueue_head(&dev->cm_wait);
 	INIT_LIST_HEAD(&dev->conn_list);
+	dev->cm_epoch = dev->epoch;
 	if (!dev->cm)
 		return 0;
 	dev->mac_gid_index = le32_to_cpu(dev->port.gid_tbl_len);

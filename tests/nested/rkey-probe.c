@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * rkey-probe: one tenant's guest attacks another's memory through vrdma0.
+ * rkey-probe: one device instance attacks another's memory.
  *
- *   rkey-probe victim PORT GID_INDEX
- *   rkey-probe attack HOST PORT GID_INDEX
+ *   rkey-probe victim DEV PORT GID_INDEX
+ *   rkey-probe attack DEV HOST PORT GID_INDEX
  *
- * Runs in two nested guests of two tenants (tests/nested/run).  The victim
+ * tests/nested/run gives the nested guest two vrdma devices of one back
+ * end, two device instances on one host function (rxe0), as two guests'
+ * devices would be: the victim runs on one, the attacker on the other.
+ * Every key below is therefore a live key of the same host device, and
+ * only isolation stops the attacker.  The victim
  * registers three buffers: MR1 (PD1, remote read/write), MR2 (PD1, local
  * access only) and MR3 (PD2, remote read/write), connects one RC QP in PD1
  * per probe to the attacker, and gives the attacker everything an attacker
@@ -16,19 +20,24 @@
  *   other-pd     WRITEs MR3 through a QP of PD1            -> remote access error
  *   read-other   READs MR3 through a QP of PD1             -> remote access error
  *   foreign-lkey WRITEs MR1[64..128) from a local SGE
- *                carrying the victim's lkey                -> local protection error
+ *                carrying the victim's MR1 lkey            -> local protection error,
+ *                refused by the attacker's back end itself (spec 6.2: byte_len 0
+ *                and QP_FATAL on the QP; the host device's own PD check gives the
+ *                same status, but neither of those)
  *
  * and tells the victim it is done; the victim checks that only MR1[0..64)
  * changed.  Each side prints "RKEY-PROBE NAME got STATUS want STATUS" lines
  * (a post the provider refused is "RKEY-PROBE NAME post refused: ERROR",
  * which never counts as the expected status) and exits 0 only when every
- * outcome is the expected one.
+ * outcome is the expected one.  No probe is ever skipped.  Waits are
+ * NESTED_WAIT_S seconds (default 60).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +48,8 @@
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "verbs-open.h"
 
 #define BUF_SIZE 4096
 #define NPROBES 5
@@ -75,6 +86,7 @@ struct side_info {
 };
 
 struct verbs {
+	const char *dev;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd[2];
 	struct ibv_cq *cq;
@@ -90,14 +102,16 @@ static void die(const char *what)
 	exit(2);
 }
 
+static int wait_s(void)
+{
+	const char *s = getenv("NESTED_WAIT_S");
+
+	return s && atoi(s) > 0 ? atoi(s) : 60;
+}
+
 static void open_device(struct verbs *v)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-
-	if (!list || !list[0])
-		die("no RDMA device");
-	v->ctx = ibv_open_device(list[0]);
-	ibv_free_device_list(list);
+	v->ctx = nested_open_device(v->dev);
 	if (!v->ctx)
 		die("ibv_open_device");
 	v->pd[0] = ibv_alloc_pd(v->ctx);
@@ -285,8 +299,9 @@ static int connect_to(const char *host, int port)
 	return fd;
 }
 
-/* The probe's completion status, or -errno if the post itself failed. */
-static int run_probe(struct verbs *v, int i, const struct side_info *peer)
+/* The probe's completion status (its byte_len in *len), or -errno if the
+ * post itself failed. */
+static int run_probe(struct verbs *v, int i, const struct side_info *peer, uint32_t *ret_len)
 {
 	const uint32_t len = 64;
 	struct ibv_sge sge = {
@@ -316,15 +331,37 @@ static int run_probe(struct verbs *v, int i, const struct side_info *peer)
 
 		if (n < 0)
 			die("ibv_poll_cq");
-		if (n == 1 && wc.wr_id == (uint64_t)i)
+		if (n == 1 && wc.wr_id == (uint64_t)i) {
+			*ret_len = wc.byte_len;
 			return (int)wc.status;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 60) {
-			fprintf(stderr, "rkey-probe: %s: no completion in 60 s\n", probes[i].name);
+		if (t.tv_sec - t0.tv_sec > wait_s()) {
+			fprintf(stderr, "rkey-probe: %s: no completion in %d s\n", probes[i].name,
+				wait_s());
 			return IBV_WC_GENERAL_ERR;
 		}
 		usleep(1000);
 	}
+}
+
+/* Whether the device reported QP_FATAL for qp within the wait. */
+static bool qp_fatal_seen(struct verbs *v, struct ibv_qp *qp)
+{
+	struct pollfd p = { .fd = v->ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	time_t end = time(NULL) + wait_s();
+	bool seen = false;
+
+	while (!seen && time(NULL) < end) {
+		if (poll(&p, 1, 500) <= 0)
+			continue;
+		if (ibv_get_async_event(v->ctx, &ev))
+			die("ibv_get_async_event");
+		seen = ev.event_type == IBV_EVENT_QP_FATAL && ev.element.qp == qp;
+		ibv_ack_async_event(&ev);
+	}
+	return seen;
 }
 
 static int attack(const char *host, int port, struct verbs *v)
@@ -335,8 +372,8 @@ static int attack(const char *host, int port, struct verbs *v)
 
 	reg(v, 0, v->pd[0], IBV_ACCESS_LOCAL_WRITE, ATTACK_FILL);
 	describe(v, &me, 0x2222);
-	/* The victim may not be listening yet: try for five minutes. */
-	for (int tries = 0; tries < 150; tries++) {
+	/* The victim may not be listening yet: try for the whole wait. */
+	for (int tries = 0; tries < wait_s(); tries++) {
 		fd = connect_to(host, port);
 		if (fd >= 0 && read_full(fd, &peer, sizeof(peer)) == 0 &&
 		    write_full(fd, &me, sizeof(me)) == 0)
@@ -344,7 +381,7 @@ static int attack(const char *host, int port, struct verbs *v)
 		if (fd >= 0)
 			close(fd);
 		fd = -1;
-		sleep(2);
+		sleep(1);
 	}
 	if (fd < 0)
 		die("no victim");
@@ -352,16 +389,17 @@ static int attack(const char *host, int port, struct verbs *v)
 	if (read_full(fd, &ack, 1))
 		die("victim gone");
 	for (int i = 0; i < NPROBES; i++) {
+		uint32_t len = 0;
 		int got;
 
-		/* Keys are per device: the victim's lkey may by chance have the
-		 * value of our own MR's, which would make the write legal. */
+		/* One host function: two live MRs never share a key. */
 		if (probes[i].foreign_lkey && peer.mr[probes[i].mr].lkey == v->mr[0]->lkey) {
-			printf("RKEY-PROBE %s skipped: the victim's lkey %#x is also ours\n",
-			       probes[i].name, v->mr[0]->lkey);
+			printf("RKEY-PROBE %s FAILED: the victim's lkey %#x is also ours: "
+			       "not one host function?\n", probes[i].name, v->mr[0]->lkey);
+			bad = 1;
 			continue;
 		}
-		got = run_probe(v, i, &peer);
+		got = run_probe(v, i, &peer, &len);
 		if (got < 0) {
 			printf("RKEY-PROBE %s post refused: %s\n", probes[i].name, strerror(-got));
 			bad = 1;
@@ -370,6 +408,17 @@ static int attack(const char *host, int port, struct verbs *v)
 		printf("RKEY-PROBE %s got %s want %s\n", probes[i].name,
 		       ibv_wc_status_str((enum ibv_wc_status)got), ibv_wc_status_str(probes[i].want));
 		bad |= got != (int)probes[i].want;
+		if (!probes[i].foreign_lkey)
+			continue;
+		/* The back end's own refusal (spec 6.2), not the host's PD check. */
+		if (len || !qp_fatal_seen(v, v->qp[i])) {
+			printf("RKEY-PROBE %s FAILED: not refused by the back end (byte_len %u, "
+			       "no QP_FATAL with it)\n", probes[i].name, len);
+			bad = 1;
+		} else {
+			printf("RKEY-PROBE %s refused by the back end: byte_len 0, QP_FATAL\n",
+			       probes[i].name);
+		}
 	}
 	/* The READ must not have brought the victim's bytes over either. */
 	for (int i = 1024; i < 1024 + 64; i++)
@@ -389,16 +438,18 @@ static int attack(const char *host, int port, struct verbs *v)
 int main(int argc, char **argv)
 {
 	struct verbs v = { 0 };
-	int victim_mode = argc == 4 && !strcmp(argv[1], "victim");
+	int victim_mode = argc == 5 && !strcmp(argv[1], "victim");
 
-	if (!victim_mode && !(argc == 5 && !strcmp(argv[1], "attack"))) {
-		fprintf(stderr, "usage: rkey-probe victim PORT GID_INDEX\n"
-				"       rkey-probe attack HOST PORT GID_INDEX\n");
+	if (!victim_mode && !(argc == 6 && !strcmp(argv[1], "attack"))) {
+		fprintf(stderr, "usage: rkey-probe victim DEV PORT GID_INDEX\n"
+				"       rkey-probe attack DEV HOST PORT GID_INDEX\n");
 		return 2;
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	v.dev = argv[2];
 	v.gid_index = atoi(argv[argc - 1]);
 	open_device(&v);
 	if (victim_mode)
-		return victim(atoi(argv[2]), &v);
-	return attack(argv[2], atoi(argv[3]), &v);
+		return victim(atoi(argv[3]), &v);
+	return attack(argv[3], atoi(argv[4]), &v);
 }
