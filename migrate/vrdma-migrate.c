@@ -22,6 +22,7 @@
 
 #include "log.h"
 #include "migrate.h"
+#include "parse-num.h"
 #include "prom.h"
 #include "xport-wire.h"
 
@@ -341,19 +342,6 @@ static void usage(FILE *f)
 		"owner to discard what it received.\n");
 }
 
-static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v < min || v > max)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
 static int parse_rate(const char *s, uint64_t *ret)
 {
 	char *end;
@@ -433,22 +421,22 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		case 'o': cfg->owner_path = optarg; break;
 		case 'T': r = xport_kind_parse(optarg, &cfg->xopts.kind); break;
 		case 'c':
-			r = parse_uint(optarg, 1, XPORT_MAX_CHANNELS, &v);
+			r = parse_u64_range(optarg, 1, XPORT_MAX_CHANNELS, &v);
 			cfg->xopts.channels = (unsigned)v;
 			break;
 		case 'z': r = xport_zerocopy_parse(optarg, &cfg->xopts.zerocopy); break;
 		case 'd':
-			r = parse_uint(optarg, 1, 3600000, &v);
+			r = parse_u64_range(optarg, 1, 3600000, &v);
 			cfg->converge.downtime_limit_ns = v * 1000000;
 			break;
 		case 'b': r = parse_rate(optarg, &cfg->max_bandwidth); break;
 		case 'r':
-			r = parse_uint(optarg, 1, 100000, &v);
+			r = parse_u64_range(optarg, 1, 100000, &v);
 			cfg->converge.max_rounds = (unsigned)v;
 			break;
 		case 'v': cfg->verify = true; break;
 		case 'm':
-			r = parse_uint(optarg, 100, 86400000, &v);
+			r = parse_u64_range(optarg, 100, 86400000, &v);
 			cfg->peer_timeout_ms = (int)v;
 			break;
 		case 'j': cli->json = true; break;
