@@ -1442,7 +1442,9 @@ static int layout_rc(uint32_t version, uint32_t nblocks, uint32_t flags,
 	return pdec(buf, 32, NULL);
 }
 
-static int pblock_rc(uint32_t index, uint32_t page, uint64_t size, const char *name)
+/* A BLOCK of our own making with exactly these 32 name bytes. */
+static int pblock_bytes_rc(uint32_t index, uint32_t page, uint64_t size,
+			   const uint8_t name[OWNER_NAME_MAX])
 {
 	uint8_t buf[64];
 
@@ -1450,9 +1452,17 @@ static int pblock_rc(uint32_t index, uint32_t page, uint64_t size, const char *n
 	ut_st32(buf + 16, index);
 	ut_st32(buf + 20, page);
 	ut_st64(buf + 24, size);
-	memset(buf + 32, 0, 32);
-	memcpy(buf + 32, name, strnlen(name, 32));
+	memcpy(buf + 32, name, OWNER_NAME_MAX);
 	return pdec(buf, 64, NULL);
+}
+
+/* The same with name zero padded (cut at 32 bytes, so not always terminated). */
+static int pblock_rc(uint32_t index, uint32_t page, uint64_t size, const char *name)
+{
+	uint8_t field[OWNER_NAME_MAX] = { 0 };
+
+	memcpy(field, name, strnlen(name, OWNER_NAME_MAX));
+	return pblock_bytes_rc(index, page, size, field);
 }
 
 static int u32_peer_rc(unsigned type, uint32_t a, uint32_t b, size_t plen)
@@ -1504,29 +1514,12 @@ static void test_peer_fields(void **state)
 	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\x01ram"), -EBADMSG, "block name \\x01");
 	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\x7fram"), -EBADMSG, "block name \\x7f");
 	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\xe9ram"), -EBADMSG, "block name \\xe9");
-	{
-		uint8_t buf[64];
-
-		spec_hdr(buf, P_MAGIC, 2, 48);
-		ut_st32(buf + 16, 0);
-		ut_st32(buf + 20, 4096);
-		ut_st64(buf + 24, 4096);
-		memset(buf + 32, 0, 32);
-		memcpy(buf + 32, "ram\0z", 5);
-		ut_assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage after NUL");
-	}
-	{
-		uint8_t buf[64];
-
-		spec_hdr(buf, P_MAGIC, 2, 48);
-		ut_st32(buf + 16, 0);
-		ut_st32(buf + 20, 4096);
-		ut_st64(buf + 24, 4096);
-		memset(buf + 32, 0, 32);
-		memcpy(buf + 32, "ram", 3);
-		buf[63] = 1;
-		ut_assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage at 31");
-	}
+	static const uint8_t garbage_after_nul[OWNER_NAME_MAX] = "ram\0z";
+	static const uint8_t garbage_at_31[OWNER_NAME_MAX] = { 'r', 'a', 'm', [31] = 1 };
+	ut_assert_rc(pblock_bytes_rc(0, 4096, 4096, garbage_after_nul), -EBADMSG,
+		     "block name garbage after NUL");
+	ut_assert_rc(pblock_bytes_rc(0, 4096, 4096, garbage_at_31), -EBADMSG,
+		     "block name garbage at 31");
 
 	/* REGION */
 	ut_assert_rc(u32_peer_rc(3, 63, 0, 40), 0, "region 63");
