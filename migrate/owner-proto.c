@@ -64,10 +64,8 @@ size_t owner_msg_encode(const struct owner_msg *msg, uint8_t *buf)
 	size_t plen = payload_size(msg->type);
 	uint8_t *p = buf + OWNER_HDR_SIZE;
 
-	memset(buf, 0, OWNER_HDR_SIZE + plen);
-	put_le32(buf, OWNER_MAGIC);
-	put_le16(buf + 4, (uint16_t)msg->type);
-	put_le32(buf + 8, (uint32_t)plen);
+	memset(buf + OWNER_HDR_SIZE, 0, plen);
+	mig_hdr_put(buf, OWNER_MAGIC, (uint16_t)msg->type, (uint32_t)plen);
 	switch (msg->type) {
 	case OWNER_MSG_HELLO:
 		put_le32(p, msg->u.hello.version);
@@ -128,6 +126,27 @@ bool owner_name_valid(const uint8_t name[OWNER_NAME_MAX])
 	return true;
 }
 
+bool owner_block_geometry_valid(uint32_t index, uint32_t page_size, uint64_t size)
+{
+	return index < OWNER_MAX_BLOCKS && is_power_of_2(page_size) &&
+	       page_size >= OWNER_MIN_PAGE && page_size <= OWNER_MAX_PAGE &&
+	       size != 0 && size <= OWNER_MAX_BLOCK_SIZE && size % page_size == 0;
+}
+
+void mig_hdr_put(uint8_t *buf, uint32_t magic, uint16_t type, uint32_t plen)
+{
+	memset(buf, 0, MIG_HDR_SIZE);
+	put_le32(buf, magic);
+	put_le16(buf + 4, type);
+	put_le32(buf + 8, plen);
+}
+
+bool mig_hdr_valid(const uint8_t *buf, size_t len, uint32_t magic)
+{
+	return buf && len >= MIG_HDR_SIZE && get_le32(buf) == magic &&
+	       !get_le16(buf + 6) && !get_le32(buf + 12);
+}
+
 static int decode_block(const uint8_t *p, struct owner_block *b)
 {
 	b->index = get_le32(p);
@@ -135,11 +154,8 @@ static int decode_block(const uint8_t *p, struct owner_block *b)
 	b->offset = get_le64(p + 8);
 	b->size = get_le64(p + 16);
 	b->bitmap_offset = get_le64(p + 24);
-	if (b->index >= OWNER_MAX_BLOCKS || !is_power_of_2(b->page_size) ||
-	    b->page_size < OWNER_MIN_PAGE || b->page_size > OWNER_MAX_PAGE)
-		return -EBADMSG;
-	if (b->size == 0 || b->size > OWNER_MAX_BLOCK_SIZE ||
-	    b->size % b->page_size || b->offset % b->page_size ||
+	if (!owner_block_geometry_valid(b->index, b->page_size, b->size) ||
+	    b->offset % b->page_size ||
 	    b->offset > UINT64_MAX - b->size || b->bitmap_offset % 8 ||
 	    b->bitmap_offset > MAX_BITMAP_SIZE)
 		return -EBADMSG;
@@ -218,8 +234,7 @@ int owner_msg_decode(const uint8_t *buf, size_t len, unsigned nfds,
 	size_t plen;
 	int r;
 
-	if (!buf || len < OWNER_HDR_SIZE || get_le32(buf) != OWNER_MAGIC ||
-	    get_le16(buf + 6) || get_le32(buf + 12))
+	if (!mig_hdr_valid(buf, len, OWNER_MAGIC))
 		return -EBADMSG;
 	type = get_le16(buf + 4);
 	plen = payload_size(type);

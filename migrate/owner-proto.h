@@ -113,5 +113,20 @@ int owner_recv(int sock, int timeout_ms, struct owner_msg *ret_msg, int *ret_fd)
 const char *owner_msg_name(enum owner_msg_type type);
 /* A RAM block name on the wire: printable ASCII, NUL terminated, zero padded. */
 bool owner_name_valid(const uint8_t name[OWNER_NAME_MAX]);
+/*
+ * A RAM block's index, page size and size within the limits above (both
+ * protocols describe blocks; each adds checks of its own fields).
+ */
+bool owner_block_geometry_valid(uint32_t index, uint32_t page_size, uint64_t size);
+
+/*
+ * The 16-byte header both migration protocols share, each with its own
+ * magic: magic, type, zero, payload length, zero.  mig_hdr_put() writes it;
+ * mig_hdr_valid() is false for a short buffer, another magic, or a reserved
+ * byte that is not zero.
+ */
+#define MIG_HDR_SIZE 16
+void mig_hdr_put(uint8_t *buf, uint32_t magic, uint16_t type, uint32_t plen);
+bool mig_hdr_valid(const uint8_t *buf, size_t len, uint32_t magic);
 
 #endif

@@ -33,10 +33,8 @@ size_t peer_msg_encode(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 	size_t plen = payload_size(m->type, n);
 	uint8_t *p = buf + PEER_HDR_SIZE;
 
-	memset(buf, 0, PEER_HDR_SIZE + plen);
-	put_le32(buf, PEER_MAGIC);
-	put_le16(buf + 4, (uint16_t)m->type);
-	put_le32(buf + 8, (uint32_t)plen);
+	memset(buf + PEER_HDR_SIZE, 0, plen);
+	mig_hdr_put(buf, PEER_MAGIC, (uint16_t)m->type, (uint32_t)plen);
 	switch (m->type) {
 	case PEER_MSG_LAYOUT:
 		put_le32(p, m->u.layout.version);
@@ -93,12 +91,9 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 		m->u.block.index = get_le32(p);
 		m->u.block.page_size = get_le32(p + 4);
 		m->u.block.size = get_le64(p + 8);
-		if (m->u.block.index >= OWNER_MAX_BLOCKS ||
-		    !is_power_of_2(m->u.block.page_size) ||
-		    m->u.block.page_size < OWNER_MIN_PAGE ||
-		    m->u.block.page_size > OWNER_MAX_PAGE || m->u.block.size == 0 ||
-		    m->u.block.size > OWNER_MAX_BLOCK_SIZE ||
-		    m->u.block.size % m->u.block.page_size || !owner_name_valid(p + 16))
+		if (!owner_block_geometry_valid(m->u.block.index, m->u.block.page_size,
+						m->u.block.size) ||
+		    !owner_name_valid(p + 16))
 			return -EBADMSG;
 		memcpy(m->u.block.name, p + 16, OWNER_NAME_MAX);
 		return 0;
@@ -140,8 +135,7 @@ int peer_msg_decode(const void *buf, size_t len, struct peer_msg *ret_msg)
 	size_t plen;
 	int r;
 
-	if (!b || len < PEER_HDR_SIZE || get_le32(b) != PEER_MAGIC ||
-	    get_le16(b + 6) || get_le32(b + 12))
+	if (!mig_hdr_valid(b, len, PEER_MAGIC))
 		return -EBADMSG;
 	m.type = get_le16(b + 4);
 	if (m.type == PEER_MSG_HASHES) {

@@ -20,8 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json-out.h"
 #include "log.h"
 #include "migrate.h"
+#include "parse-num.h"
 #include "prom.h"
 #include "xport-wire.h"
 
@@ -61,57 +63,35 @@ static double mib(uint64_t bytes)
 
 static void add_stats(JsonBuilder *b, const struct mig_stats *st)
 {
-	json_builder_set_member_name(b, "status");
-	json_builder_add_string_value(b, st->status);
-	json_builder_set_member_name(b, "transport");
-	json_builder_add_string_value(b, xport_kind_name(st->transport));
-	json_builder_set_member_name(b, "channels");
-	json_builder_add_int_value(b, st->channels);
-	json_builder_set_member_name(b, "total-time");
-	json_builder_add_int_value(b, (gint64)st->total_time_ms);
-	json_builder_set_member_name(b, "setup-time");
-	json_builder_add_int_value(b, (gint64)st->setup_time_ms);
-	json_builder_set_member_name(b, "downtime");
-	json_builder_add_int_value(b, (gint64)st->downtime_ms);
-	if (st->expected_downtime_ms != UINT64_MAX) {
-		json_builder_set_member_name(b, "expected-downtime");
-		json_builder_add_int_value(b, (gint64)st->expected_downtime_ms);
-	}
+	json_out_str(b, "status", st->status);
+	json_out_str(b, "transport", xport_kind_name(st->transport));
+	json_out_int(b, "channels", st->channels);
+	json_out_int(b, "total-time", (gint64)st->total_time_ms);
+	json_out_int(b, "setup-time", (gint64)st->setup_time_ms);
+	json_out_int(b, "downtime", (gint64)st->downtime_ms);
+	if (st->expected_downtime_ms != UINT64_MAX)
+		json_out_int(b, "expected-downtime", (gint64)st->expected_downtime_ms);
 	if (st->stop_reason) {
-		json_builder_set_member_name(b, "forced");
-		json_builder_add_boolean_value(b, st->forced);
-		json_builder_set_member_name(b, "stop-reason");
-		json_builder_add_string_value(b, st->stop_reason);
+		json_out_bool(b, "forced", st->forced);
+		json_out_str(b, "stop-reason", st->stop_reason);
 	}
-	json_builder_set_member_name(b, "cpu-throttle-percentage");
-	json_builder_add_int_value(b, st->throttle_percent);
+	json_out_int(b, "cpu-throttle-percentage", st->throttle_percent);
 	json_builder_set_member_name(b, "ram");
 	json_builder_begin_object(b);
-#define RAM_INT(name, v)                                   \
-	do {                                               \
-		json_builder_set_member_name(b, name);     \
-		json_builder_add_int_value(b, (gint64)(v)); \
-	} while (0)
-	RAM_INT("transferred", st->ram_transferred);
-	RAM_INT("remaining", st->ram_remaining);
-	RAM_INT("total", st->ram_total);
-	RAM_INT("duplicate", st->duplicate);
-	RAM_INT("normal", st->normal);
-	RAM_INT("normal-bytes", st->normal_bytes);
-	RAM_INT("dirty-sync-count", st->dirty_sync_count);
-	RAM_INT("rounds", st->rounds);
-#undef RAM_INT
-	json_builder_set_member_name(b, "pages-per-second");
-	json_builder_add_double_value(b, st->pages_per_second);
-	json_builder_set_member_name(b, "mbps");
-	json_builder_add_double_value(b, st->mbps);
-	json_builder_set_member_name(b, "dirty-pages-rate");
-	json_builder_add_double_value(b, st->dirty_pages_rate);
+	json_out_int(b, "transferred", (gint64)st->ram_transferred);
+	json_out_int(b, "remaining", (gint64)st->ram_remaining);
+	json_out_int(b, "total", (gint64)st->ram_total);
+	json_out_int(b, "duplicate", (gint64)st->duplicate);
+	json_out_int(b, "normal", (gint64)st->normal);
+	json_out_int(b, "normal-bytes", (gint64)st->normal_bytes);
+	json_out_int(b, "dirty-sync-count", (gint64)st->dirty_sync_count);
+	json_out_int(b, "rounds", (gint64)st->rounds);
+	json_out_double(b, "pages-per-second", st->pages_per_second);
+	json_out_double(b, "mbps", st->mbps);
+	json_out_double(b, "dirty-pages-rate", st->dirty_pages_rate);
 	json_builder_end_object(b);
-	if (st->error) {
-		json_builder_set_member_name(b, "error-desc");
-		json_builder_add_string_value(b, strerror(-st->error));
-	}
+	if (st->error)
+		json_out_str(b, "error-desc", strerror(-st->error));
 }
 
 static const char *event_name(enum mig_event_type t)
@@ -128,18 +108,13 @@ static const char *event_name(enum mig_event_type t)
 static void print_json_event(const struct mig_event *ev)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonGenerator) gen = json_generator_new();
-	g_autoptr(JsonNode) root = NULL;
 	g_autofree char *text = NULL;
 
 	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "event");
-	json_builder_add_string_value(b, event_name(ev->type));
+	json_out_str(b, "event", event_name(ev->type));
 	add_stats(b, ev->stats);
 	json_builder_end_object(b);
-	root = json_builder_get_root(b);
-	json_generator_set_root(gen, root);
-	text = json_generator_to_data(gen, NULL);
+	text = json_out_text(b, FALSE);
 	printf("%s\n", text);
 	fflush(stdout);
 }
@@ -341,19 +316,6 @@ static void usage(FILE *f)
 		"owner to discard what it received.\n");
 }
 
-static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v < min || v > max)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
 static int parse_rate(const char *s, uint64_t *ret)
 {
 	char *end;
@@ -433,22 +395,22 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		case 'o': cfg->owner_path = optarg; break;
 		case 'T': r = xport_kind_parse(optarg, &cfg->xopts.kind); break;
 		case 'c':
-			r = parse_uint(optarg, 1, XPORT_MAX_CHANNELS, &v);
+			r = parse_u64_range(optarg, 1, XPORT_MAX_CHANNELS, &v);
 			cfg->xopts.channels = (unsigned)v;
 			break;
 		case 'z': r = xport_zerocopy_parse(optarg, &cfg->xopts.zerocopy); break;
 		case 'd':
-			r = parse_uint(optarg, 1, 3600000, &v);
+			r = parse_u64_range(optarg, 1, 3600000, &v);
 			cfg->converge.downtime_limit_ns = v * 1000000;
 			break;
 		case 'b': r = parse_rate(optarg, &cfg->max_bandwidth); break;
 		case 'r':
-			r = parse_uint(optarg, 1, 100000, &v);
+			r = parse_u64_range(optarg, 1, 100000, &v);
 			cfg->converge.max_rounds = (unsigned)v;
 			break;
 		case 'v': cfg->verify = true; break;
 		case 'm':
-			r = parse_uint(optarg, 100, 86400000, &v);
+			r = parse_u64_range(optarg, 100, 86400000, &v);
 			cfg->peer_timeout_ms = (int)v;
 			break;
 		case 'j': cli->json = true; break;

@@ -79,7 +79,7 @@ int cli_enable(struct cli *cli, int argc, char **argv)
 		JsonBuilder *b = cli_json_begin();
 
 		cli_json_str(b, "pf", pf);
-		cli_json_int(b, "num-vfs", n);
+		json_out_int(b, "num-vfs", n);
 		cli_json_print(b);
 	} else {
 		printf("%s: %u VFs\n", pf, n);
@@ -236,7 +236,7 @@ int cli_set(struct cli *cli, int argc, char **argv)
 		JsonBuilder *b = cli_json_begin();
 
 		cli_json_str(b, "vf", pci);
-		cli_json_int(b, "settings", cfg.set);
+		json_out_int(b, "settings", cfg.set);
 		cli_json_print(b);
 	} else if (r == CLI_EXIT_OK) {
 		printf("%s: settings applied\n", pci);

@@ -37,7 +37,7 @@ int cli_fail(const struct cli *cli, int err, const char *fmt, ...)
 		JsonBuilder *b = cli_json_begin();
 
 		cli_json_str(b, "error", text);
-		cli_json_int(b, "exit-code", cli_exit_code(err));
+		json_out_int(b, "exit-code", cli_exit_code(err));
 		cli_json_print(b);
 	}
 	log_error("%s", text);
@@ -66,14 +66,10 @@ JsonBuilder *cli_json_begin(void)
 
 void cli_json_print(JsonBuilder *b)
 {
-	g_autoptr(JsonGenerator) gen = json_generator_new();
-	g_autoptr(JsonNode) root = NULL;
 	g_autofree char *text = NULL;
 
 	json_builder_end_object(b);
-	root = json_builder_get_root(b);
-	json_generator_set_root(gen, root);
-	text = json_generator_to_data(gen, NULL);
+	text = json_out_text(b, FALSE);
 	printf("%s\n", text);
 	g_object_unref(b);
 }
@@ -85,12 +81,6 @@ void cli_json_str(JsonBuilder *b, const char *name, const char *value)
 		json_builder_add_string_value(b, value);
 	else
 		json_builder_add_null_value(b);
-}
-
-void cli_json_int(JsonBuilder *b, const char *name, gint64 value)
-{
-	json_builder_set_member_name(b, name);
-	json_builder_add_int_value(b, value);
 }
 
 const char *cli_kind_name(enum sriov_kind kind)
@@ -122,7 +112,7 @@ static void json_pool(JsonBuilder *b, const struct sriov_pool_entry *e)
 	cli_json_str(b, "state", cli_pool_state_name(e->state));
 	cli_json_str(b, "tenant", e->tenant);
 	if (e->since)
-		cli_json_int(b, "since", e->since);
+		json_out_int(b, "since", e->since);
 	json_builder_end_object(b);
 }
 
@@ -133,16 +123,16 @@ void cli_json_fn(JsonBuilder *b, const struct sriov_fn *fn, const struct sriov_p
 	cli_json_str(b, "pci", fn->pci);
 	cli_json_str(b, "pf", fn->pf);
 	if (fn->kind == SRIOV_VF)
-		cli_json_int(b, "vf-index", fn->vf_index);
+		json_out_int(b, "vf-index", fn->vf_index);
 	if (fn->kind == SRIOV_PF) {
-		cli_json_int(b, "total-vfs", fn->total_vfs);
-		cli_json_int(b, "num-vfs", fn->num_vfs);
+		json_out_int(b, "total-vfs", fn->total_vfs);
+		json_out_int(b, "num-vfs", fn->num_vfs);
 	}
 	cli_json_str(b, "driver", fn->driver);
 	cli_json_str(b, "ibdev", fn->ibdev);
 	cli_json_str(b, "uverbs", fn->uverbs);
 	cli_json_str(b, "netdev", fn->netdev);
-	cli_json_int(b, "numa-node", fn->numa_node);
+	json_out_int(b, "numa-node", fn->numa_node);
 	cli_json_str(b, "link-layer", !fn->ibdev[0] ? NULL
 				      : fn->infiniband ? "InfiniBand" : "Ethernet");
 	cli_json_str(b, "problem", fn->status < 0 ? fn->problem : NULL);
@@ -158,21 +148,20 @@ void cli_json_assignment(JsonBuilder *b, const struct sriov_assignment *a)
 	cli_json_str(b, "ibdev", a->ibdev);
 	cli_json_str(b, "uverbs", a->uverbs);
 	cli_json_str(b, "netdev", a->netdev);
-	cli_json_int(b, "numa-node", a->numa_node);
+	json_out_int(b, "numa-node", a->numa_node);
 	cli_json_str(b, "tenant", a->tenant);
-	json_builder_set_member_name(b, "new");
-	json_builder_add_boolean_value(b, a->new);
+	json_out_bool(b, "new", a->new);
 }
 
 void cli_json_left(JsonBuilder *b, const struct sriov_res_count *left)
 {
 	json_builder_set_member_name(b, "resources-left");
 	json_builder_begin_object(b);
-	cli_json_int(b, "ctx", left->ctx);
-	cli_json_int(b, "pd", left->pd);
-	cli_json_int(b, "mr", left->mr);
-	cli_json_int(b, "cq", left->cq);
-	cli_json_int(b, "qp", left->qp);
+	json_out_int(b, "ctx", left->ctx);
+	json_out_int(b, "pd", left->pd);
+	json_out_int(b, "mr", left->mr);
+	json_out_int(b, "cq", left->cq);
+	json_out_int(b, "qp", left->qp);
 	json_builder_end_object(b);
 }
 

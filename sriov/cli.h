@@ -4,9 +4,9 @@
 #ifndef VRDMA_SRIOV_CLI_H
 #define VRDMA_SRIOV_CLI_H
 
-#include <json-glib/json-glib.h>
 #include <stdbool.h>
 
+#include "json-out.h"
 #include "sriov-internal.h"
 
 enum cli_exit {
@@ -51,8 +51,8 @@ int cli_exit_code(int err);
 JsonBuilder *cli_json_begin(void);
 /* Ends the object cli_json_begin() opened and prints it on one line. */
 void cli_json_print(JsonBuilder *b);
+/* Like json_out_str(), but an unknown (NULL or empty) value is a JSON null. */
 void cli_json_str(JsonBuilder *b, const char *name, const char *value);
-void cli_json_int(JsonBuilder *b, const char *name, gint64 value);
 void cli_json_fn(JsonBuilder *b, const struct sriov_fn *fn, const struct sriov_pool_entry *e);
 void cli_json_assignment(JsonBuilder *b, const struct sriov_assignment *a);
 void cli_json_left(JsonBuilder *b, const struct sriov_res_count *left);

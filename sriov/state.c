@@ -29,6 +29,7 @@
 
 #include "sriov-internal.h"
 #include "fileio.h"
+#include "json-out.h"
 #include "util.h"
 
 #define STATE_VERSION 1
@@ -228,12 +229,9 @@ static const char *state_name(enum sriov_pool_state s)
 char *sriov_state_format(const struct sriov_pool *pool)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonGenerator) gen = json_generator_new();
-	g_autoptr(JsonNode) root = NULL;
 
 	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "version");
-	json_builder_add_int_value(b, STATE_VERSION);
+	json_out_int(b, "version", STATE_VERSION);
 	json_builder_set_member_name(b, "members");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < pool->members->len; i++)
@@ -245,22 +243,15 @@ char *sriov_state_format(const struct sriov_pool *pool)
 		const struct sriov_record *r = &g_array_index(pool->records, struct sriov_record, i);
 
 		json_builder_begin_object(b);
-		json_builder_set_member_name(b, "function");
-		json_builder_add_string_value(b, r->function);
-		json_builder_set_member_name(b, "state");
-		json_builder_add_string_value(b, state_name(r->state));
-		json_builder_set_member_name(b, "tenant");
-		json_builder_add_string_value(b, r->tenant);
-		json_builder_set_member_name(b, "since");
-		json_builder_add_int_value(b, r->since);
+		json_out_str(b, "function", r->function);
+		json_out_str(b, "state", state_name(r->state));
+		json_out_str(b, "tenant", r->tenant);
+		json_out_int(b, "since", r->since);
 		json_builder_end_object(b);
 	}
 	json_builder_end_array(b);
 	json_builder_end_object(b);
-	root = json_builder_get_root(b);
-	json_generator_set_root(gen, root);
-	json_generator_set_pretty(gen, TRUE);
-	return json_generator_to_data(gen, NULL);
+	return json_out_text(b, TRUE);
 }
 
 /* Reads at most STATE_MAX_BYTES + 1 bytes: one more means too long. */

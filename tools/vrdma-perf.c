@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "parse-num.h"
 #include "util.h"
 #include "xport.h"
 
@@ -349,19 +350,6 @@ static void usage(FILE *f)
 		"Bandwidth is in MiB/s (perftest's 'MB/sec').\n");
 }
 
-static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
 static int parse_args(int argc, char **argv, struct perf_cfg *cfg)
 {
 	static const struct option longopts[] = {
@@ -400,25 +388,25 @@ static int parse_args(int argc, char **argv, struct perf_cfg *cfg)
 				r = -EINVAL;
 			break;
 		case 's':
-			r = parse_u64(optarg, 1, 1u << 30, &v);
+			r = parse_u64_range(optarg, 1, 1u << 30, &v);
 			cfg->size = (uint32_t)v;
 			break;
 		case 'n':
-			r = parse_u64(optarg, 1, 1ull << 40, &cfg->iters);
+			r = parse_u64_range(optarg, 1, 1ull << 40, &cfg->iters);
 			cfg->iters_set = true;
 			break;
 		case 'p': cfg->port = optarg; break;
 		case 'b': cfg->bind = optarg; break;
 		case 'q':
-			r = parse_u64(optarg, 1, XPORT_MAX_CHANNELS, &v);
+			r = parse_u64_range(optarg, 1, XPORT_MAX_CHANNELS, &v);
 			cfg->xopts.channels = (unsigned)v;
 			break;
 		case 'D':
-			r = parse_u64(optarg, 1, 4096, &v);
+			r = parse_u64_range(optarg, 1, 4096, &v);
 			cfg->xopts.send_depth = (unsigned)v;
 			break;
 		case 'S':
-			r = parse_u64(optarg, 1, 4096, &v);
+			r = parse_u64_range(optarg, 1, 4096, &v);
 			cfg->xopts.signal_interval = (unsigned)v;
 			break;
 		case 'Z': r = xport_zerocopy_parse(optarg, &cfg->xopts.zerocopy); break;

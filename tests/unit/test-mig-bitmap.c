@@ -349,81 +349,53 @@ static void test_count(void **state)
 
 static void test_set_clear_examples(void **state)
 {
+	/*
+	 * Three words, all zero (then set) or all ones (then cleared), one or
+	 * two ranges applied in order.  A range of length 0 is a no-op.
+	 */
+	static const struct {
+		const char *what;
+		bool clear;
+		unsigned nranges;
+		struct {
+			size_t start, len;
+		} range[2];
+		uint64_t want[3];
+	} cases[] = {
+		{ "set the whole middle word", false, 1, { { 64, 64 } }, { 0, ~0ull, 0 } },
+		{ "set across a word boundary", false, 1, { { 60, 8 } },
+		  { 0xf000000000000000ull, 0xfull, 0 } },
+		{ "set inside the first word", false, 1, { { 3, 5 } }, { 0xf8ull, 0, 0 } },
+		{ "set everything", false, 1, { { 0, 192 } }, { ~0ull, ~0ull, ~0ull } },
+		{ "set nothing, twice", false, 2, { { 7, 0 }, { 64, 0 } }, { 0, 0, 0 } },
+		{ "set last bits of words", false, 2, { { 63, 1 }, { 127, 2 } },
+		  { 0x8000000000000000ull, 0x8000000000000000ull, 1 } },
+		{ "clear across a word boundary", true, 1, { { 63, 2 } },
+		  { 0x7fffffffffffffffull, ~1ull, ~0ull } },
+		{ "clear the whole middle word", true, 1, { { 64, 64 } }, { ~0ull, 0, ~0ull } },
+		{ "clear 5..184", true, 1, { { 5, 180 } }, { 0x1full, 0, ~0ull << 57 } },
+		{ "clear everything", true, 1, { { 0, 192 } }, { 0, 0, 0 } },
+	};
 	(void)state;
 
-	uint64_t *w = map_new(192);
-	bitmap_set_range(w, 64, 64);
-	assert_int_equal(w[0], 0);
-	assert_int_equal(w[1], ~0ull);
-	assert_int_equal(w[2], 0);
-	free(w);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t *w = map_new(192);
 
-	w = map_new(192);
-	bitmap_set_range(w, 60, 8);
-	assert_int_equal(w[0], 0xf000000000000000ull);
-	assert_int_equal(w[1], 0xfull);
-	assert_int_equal(w[2], 0);
-	free(w);
-
-	w = map_new(192);
-	bitmap_set_range(w, 3, 5);
-	assert_int_equal(w[0], 0xf8ull);
-	assert_int_equal(w[1], 0);
-	free(w);
-
-	w = map_new(192);
-	bitmap_set_range(w, 0, 192);
-	assert_int_equal(w[0], ~0ull);
-	assert_int_equal(w[1], ~0ull);
-	assert_int_equal(w[2], ~0ull);
-	free(w);
-
-	w = map_new(192);
-	bitmap_set_range(w, 7, 0);
-	bitmap_set_range(w, 64, 0);
-	assert_int_equal(w[0], 0);
-	assert_int_equal(w[1], 0);
-	free(w);
-
-	w = map_new(192);
-	bitmap_set_range(w, 63, 1);
-	bitmap_set_range(w, 127, 2);
-	assert_int_equal(w[0], 0x8000000000000000ull);
-	assert_int_equal(w[1], 0x8000000000000000ull);
-	assert_int_equal(w[2], 1);
-	free(w);
-
-	w = map_new(192);
-	memset(w, 0xff, 3 * sizeof(*w));
-	bitmap_clear_range(w, 63, 2);
-	assert_int_equal(w[0], 0x7fffffffffffffffull);
-	assert_int_equal(w[1], ~1ull);
-	assert_int_equal(w[2], ~0ull);
-	free(w);
-
-	w = map_new(192);
-	memset(w, 0xff, 3 * sizeof(*w));
-	bitmap_clear_range(w, 64, 64);
-	assert_int_equal(w[0], ~0ull);
-	assert_int_equal(w[1], 0);
-	assert_int_equal(w[2], ~0ull);
-	free(w);
-
-	w = map_new(192);
-	memset(w, 0xff, 3 * sizeof(*w));
-	bitmap_clear_range(w, 5, 180); /* 5..184 */
-	assert_int_equal(w[0], 0x1full);
-	assert_int_equal(w[1], 0);
-	assert_int_equal(w[2], ~0ull << 57);
-	free(w);
-
-	w = map_new(192);
-	memset(w, 0xff, 3 * sizeof(*w));
-	bitmap_clear_range(w, 0, 192);
-	assert_int_equal(w[0], 0);
-	assert_int_equal(w[1], 0);
-	assert_int_equal(w[2], 0);
-	free(w);
+		if (cases[i].clear)
+			memset(w, 0xff, 3 * sizeof(*w));
+		for (size_t r = 0; r < cases[i].nranges; r++) {
+			if (cases[i].clear)
+				bitmap_clear_range(w, cases[i].range[r].start, cases[i].range[r].len);
+			else
+				bitmap_set_range(w, cases[i].range[r].start, cases[i].range[r].len);
+		}
+		for (size_t k = 0; k < 3; k++)
+			if (w[k] != cases[i].want[k])
+				fail_msg("%s: word %zu is 0x%016llx, want 0x%016llx",
+					 cases[i].what, k, (unsigned long long)w[k],
+					 (unsigned long long)cases[i].want[k]);
+		free(w);
+	}
 }
 
 /* Every [first, first+len) of a 4-word map, on a random background. */

@@ -28,7 +28,6 @@
 
 #include <cmocka.h>
 
-#include "fdpass.h"
 #include "owner-proto.h"
 #include "peer-proto.h"
 #include "unit-common.h"
@@ -208,13 +207,26 @@ static void assert_owner_eq(const struct owner_msg *a, const struct owner_msg *b
 	}
 }
 
-/* A header of our own making: magic, type, declared payload length. */
-static void o_hdr(uint8_t *buf, uint16_t type, uint32_t plen)
+/*
+ * A header of our own making, as both protocols lay it out: magic, type,
+ * zero, declared payload length, zero.
+ */
+static void spec_hdr(uint8_t *buf, uint32_t magic, uint16_t type, uint32_t plen)
 {
 	memset(buf, 0, 16);
-	ut_st32(buf, O_MAGIC);
+	ut_st32(buf, magic);
 	ut_st16(buf + 4, type);
 	ut_st32(buf + 8, plen);
+}
+
+/* The header of an encoded message is exactly the one spec_hdr() makes. */
+static void assert_spec_hdr(const uint8_t *buf, uint32_t magic, unsigned type, size_t plen)
+{
+	assert_int_equal(ut_ld(buf, 4), magic);
+	assert_int_equal(ut_ld(buf + 4, 2), type);
+	assert_int_equal(ut_ld(buf + 6, 2), 0);
+	assert_int_equal(ut_ld(buf + 8, 4), plen);
+	assert_int_equal(ut_ld(buf + 12, 4), 0);
 }
 
 /* The encoding of a valid BLOCK, built byte by byte from the spec. */
@@ -222,7 +234,7 @@ static size_t o_block_bytes(uint8_t buf[80], uint32_t index, uint32_t page,
 			    uint64_t offset, uint64_t size, uint64_t bmoff)
 {
 	memset(buf, 0, 80);
-	o_hdr(buf, 17, 64);
+	spec_hdr(buf, O_MAGIC, 17, 64);
 	ut_st32(buf + 16, index);
 	ut_st32(buf + 20, page);
 	ut_st64(buf + 24, offset);
@@ -276,7 +288,7 @@ static void test_owner_golden(void **state)
 	m.type = OWNER_MSG_THROTTLE;
 	m.u.percent = 42;
 	assert_int_equal(oenc(&m, buf), 20);
-	o_hdr(want, 3, 4);
+	spec_hdr(want, O_MAGIC, 3, 4);
 	ut_st32(want + 16, 42);
 	assert_memory_equal(buf, want, 20);
 }
@@ -298,11 +310,7 @@ static void test_owner_roundtrip(void **state)
 			unsigned nfds = spec_owner_nfds(type);
 
 			assert_int_equal(len, 16 + (size_t)spec_owner_plen(type));
-			assert_int_equal(ut_ld(buf, 4), O_MAGIC);
-			assert_int_equal(ut_ld(buf + 4, 2), type);
-			assert_int_equal(ut_ld(buf + 6, 2), 0);
-			assert_int_equal(ut_ld(buf + 8, 4), spec_owner_plen(type));
-			assert_int_equal(ut_ld(buf + 12, 4), 0);
+			assert_spec_hdr(buf, O_MAGIC, type, (size_t)spec_owner_plen(type));
 			memset(&d, 0xa5, sizeof(d));
 			ut_assert_rc(odec(buf, len, nfds, &d), 0, "type %u variant %u",
 				  type, variant);
@@ -342,12 +350,12 @@ static void test_owner_bad_magic(void **state)
 	}
 	/* A peer-protocol header is not an owner header. */
 	uint8_t buf[OWNER_MAX_MSG];
-	o_hdr(buf, 2, 8);
+	spec_hdr(buf, O_MAGIC, 2, 8);
 	ut_st32(buf, P_MAGIC);
 	memset(buf + 16, 0, 8);
 	ut_assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "peer magic");
 	/* Byte-swapped magic. */
-	o_hdr(buf, 2, 8);
+	spec_hdr(buf, O_MAGIC, 2, 8);
 	memcpy(buf, "WOMV", 4);
 	ut_assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "swapped magic");
 }
@@ -448,7 +456,7 @@ static void test_owner_unknown_types(void **state)
 		for (unsigned plen = 0; plen <= 64; plen += 4) {
 			uint8_t buf[80] = { 0 };
 
-			o_hdr(buf, (uint16_t)type, plen);
+			spec_hdr(buf, O_MAGIC, (uint16_t)type, plen);
 			for (unsigned nfds = 0; nfds < 2; nfds++)
 				ut_assert_rc(odec(buf, 16 + plen, nfds, NULL), -EBADMSG,
 					  "type %u plen %u nfds %u", type, plen, nfds);
@@ -457,9 +465,9 @@ static void test_owner_unknown_types(void **state)
 	for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++) {
 		uint8_t buf[24] = { 0 };
 
-		o_hdr(buf, (uint16_t)listed[i], 8);
+		spec_hdr(buf, O_MAGIC, (uint16_t)listed[i], 8);
 		ut_assert_rc(odec(buf, 24, 0, NULL), -EBADMSG, "type %u", listed[i]);
-		o_hdr(buf, (uint16_t)listed[i], 0);
+		spec_hdr(buf, O_MAGIC, (uint16_t)listed[i], 0);
 		ut_assert_rc(odec(buf, 16, 0, NULL), -EBADMSG, "type %u, empty", listed[i]);
 	}
 }
@@ -700,7 +708,7 @@ static int u32_msg_rc(unsigned type, uint32_t v)
 {
 	uint8_t buf[20];
 
-	o_hdr(buf, (uint16_t)type, 4);
+	spec_hdr(buf, O_MAGIC, (uint16_t)type, 4);
 	ut_st32(buf + 16, v);
 	return odec(buf, 20, 0, NULL);
 }
@@ -709,7 +717,7 @@ static int bitmap_rc(uint64_t size)
 {
 	uint8_t buf[24];
 
-	o_hdr(buf, 18, 8);
+	spec_hdr(buf, O_MAGIC, 18, 8);
 	ut_st64(buf + 16, size);
 	return odec(buf, 24, 1, NULL);
 }
@@ -744,7 +752,7 @@ static void test_owner_small_fields(void **state)
 	/* SYNC and ROUND_READY accept any value. */
 	struct owner_msg d;
 	uint8_t buf[32];
-	o_hdr(buf, 19, 16);
+	spec_hdr(buf, O_MAGIC, 19, 16);
 	ut_st64(buf + 16, 0x1122334455667788ull);
 	ut_st64(buf + 24, 0x99aabbccddeeff00ull);
 	ut_assert_rc(odec(buf, 32, 0, &d), 0, "round ready");
@@ -786,22 +794,6 @@ static int make_memfd(size_t size, uint8_t fill)
 	for (size_t off = 0; off < size; off += sizeof(page))
 		assert_int_equal(pwrite(fd, page, sizeof(page), (off_t)off), sizeof(page));
 	return fd;
-}
-
-/* sendmsg() with any number of fds attached (nfds may be 0). */
-static void raw_send(int sock, const void *buf, size_t len, const int *fds,
-		     unsigned nfds)
-{
-	union {
-		struct cmsghdr h;
-		uint8_t b[CMSG_SPACE(16 * sizeof(int))];
-	} ctl;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	assert_true(nfds <= 16);
-	fdpass_attach(&mh, ctl.b, fds, nfds);
-	assert_int_equal(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
 }
 
 static void test_sock_block_fd(void **state)
@@ -924,7 +916,7 @@ static void refuse_with_fds(const void *buf, size_t len, unsigned nfds,
 		fds[i] = mfd;
 	before = ut_count_fds();
 	next = next_free_fd();
-	raw_send(sv[0], buf, len, fds, nfds);
+	ut_send_raw(sv[0], buf, len, fds, nfds);
 	memset(&d, 0, sizeof(d));
 	ut_assert_rc(owner_recv(sv[1], 1000, &d, &fd), want, "%s", what);
 	assert_int_equal(fd, -1);
@@ -991,19 +983,19 @@ static void test_sock_oversize(void **state)
 
 	/* A valid SYNC header, then far too many bytes. */
 	memset(buf, 0, sizeof(buf));
-	o_hdr(buf, 2, 8);
+	spec_hdr(buf, O_MAGIC, 2, 8);
 	refuse_with_fds(buf, OWNER_MAX_MSG + 1, 0, -EBADMSG, "257 bytes");
 	refuse_with_fds(buf, sizeof(buf), 0, -EBADMSG, "320 bytes");
 	refuse_with_fds(buf, OWNER_MAX_MSG + 1, 1, -EBADMSG, "257 bytes + fd");
 
 	/* A long packet whose first 256 bytes would be a valid message. */
 	memset(buf, 0, sizeof(buf));
-	o_hdr(buf, 2, OWNER_MAX_MSG - 16);
+	spec_hdr(buf, O_MAGIC, 2, OWNER_MAX_MSG - 16);
 	refuse_with_fds(buf, OWNER_MAX_MSG + 8, 0, -EBADMSG, "264 bytes");
 
 	/* Exactly OWNER_MAX_MSG: not truncated, but no message is that long. */
 	memset(buf, 0, sizeof(buf));
-	o_hdr(buf, 2, 8);
+	spec_hdr(buf, O_MAGIC, 2, 8);
 	refuse_with_fds(buf, OWNER_MAX_MSG, 0, -EBADMSG, "256 bytes");
 	/* Short packets. */
 	refuse_with_fds(buf, 15, 0, -EBADMSG, "15 bytes");
@@ -1025,7 +1017,7 @@ static void test_sock_empty_packet(void **state)
 	mfd = make_memfd(4096, 0);
 	before = ut_count_fds();
 	next = next_free_fd();
-	raw_send(sv[0], "", 0, &mfd, 1);
+	ut_send_raw(sv[0], "", 0, &mfd, 1);
 	r = owner_recv(sv[1], 1000, &d, &fd);
 	assert_true(r == -EBADMSG || r == -ECONNRESET);
 	assert_int_equal(fd, -1);
@@ -1121,14 +1113,6 @@ static size_t penc(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 {
 	memset(buf, 0xee, PEER_MAX_MSG);
 	return peer_msg_encode(m, buf);
-}
-
-static void p_hdr(uint8_t *buf, uint16_t type, uint32_t plen)
-{
-	memset(buf, 0, 16);
-	ut_st32(buf, P_MAGIC);
-	ut_st16(buf + 4, type);
-	ut_st32(buf + 8, plen);
 }
 
 static struct peer_msg p_valid(unsigned type, unsigned variant)
@@ -1248,7 +1232,7 @@ static void test_peer_golden(void **state)
 	m.u.hashes.hash[0] = 0x1111111122222222ull;
 	m.u.hashes.hash[1] = 0x0102030405060708ull;
 	assert_int_equal(penc(&m, buf), 40);
-	p_hdr(want, 6, 24);
+	spec_hdr(want, P_MAGIC, 6, 24);
 	ut_st32(want + 16, 2);
 	ut_st32(want + 20, 0);
 	ut_st64(want + 24, 0x1111111122222222ull);
@@ -1261,7 +1245,7 @@ static void test_peer_golden(void **state)
 	m.u.done.rounds = 9;
 	m.u.done.bytes = 0xabcdef;
 	assert_int_equal(penc(&m, buf), 40);
-	p_hdr(want, 5, 24);
+	spec_hdr(want, P_MAGIC, 5, 24);
 	ut_st32(want + 16, 3);
 	ut_st32(want + 20, 0);
 	ut_st64(want + 24, 9);
@@ -1275,7 +1259,7 @@ static void test_peer_golden(void **state)
 	m.u.block.size = 8 * GiB;
 	strcpy(m.u.block.name, "pc.ram");
 	assert_int_equal(penc(&m, buf), 64);
-	p_hdr(want, 2, 48);
+	spec_hdr(want, P_MAGIC, 2, 48);
 	ut_st32(want + 16, 1);
 	ut_st32(want + 20, 2 * MiB);
 	ut_st64(want + 24, 8 * GiB);
@@ -1300,11 +1284,7 @@ static void test_peer_roundtrip(void **state)
 			assert_int_equal(len, 16 + (size_t)spec_peer_plen(type,
 							m.u.hashes.nblocks));
 			assert_true(len <= PEER_MAX_MSG);
-			assert_int_equal(ut_ld(buf, 4), P_MAGIC);
-			assert_int_equal(ut_ld(buf + 4, 2), type);
-			assert_int_equal(ut_ld(buf + 6, 2), 0);
-			assert_int_equal(ut_ld(buf + 8, 4), len - 16);
-			assert_int_equal(ut_ld(buf + 12, 4), 0);
+			assert_spec_hdr(buf, P_MAGIC, type, len - 16);
 			memset(&d, 0xa5, sizeof(d));
 			ut_assert_rc(pdec(buf, len, &d), 0, "type %u variant %u", type,
 				  variant);
@@ -1398,7 +1378,7 @@ static void test_peer_header(void **state)
 		for (unsigned plen = 0; plen <= 48; plen += 8) {
 			uint8_t buf[64] = { 0 };
 
-			p_hdr(buf, (uint16_t)unknown[i], plen);
+			spec_hdr(buf, P_MAGIC, (uint16_t)unknown[i], plen);
 			ut_assert_rc(pdec(buf, 16 + plen, NULL), -EBADMSG,
 				  "type %u plen %u", unknown[i], plen);
 		}
@@ -1414,7 +1394,7 @@ static int hashes_rc(uint32_t n, uint32_t have, uint32_t declared_plen,
 
 	assert_true(have <= 80);
 	memset(buf, 0x3c, sizeof(buf));
-	p_hdr(buf, 6, declared_plen);
+	spec_hdr(buf, P_MAGIC, 6, declared_plen);
 	ut_st32(buf + 16, n);
 	ut_st32(buf + 20, reserved);
 	return pdec(buf, len, NULL);
@@ -1443,7 +1423,7 @@ static void test_peer_hashes(void **state)
 	for (size_t len = 16; len < 24; len++) {
 		uint8_t buf[24] = { 0 };
 
-		p_hdr(buf, 6, 8);
+		spec_hdr(buf, P_MAGIC, 6, 8);
 		ut_st32(buf + 16, 1);
 		ut_assert_rc(pdec(buf, len, NULL), -EBADMSG, "hashes, %zu bytes", len);
 	}
@@ -1454,7 +1434,7 @@ static int layout_rc(uint32_t version, uint32_t nblocks, uint32_t flags,
 {
 	uint8_t buf[32];
 
-	p_hdr(buf, 1, 16);
+	spec_hdr(buf, P_MAGIC, 1, 16);
 	ut_st32(buf + 16, version);
 	ut_st32(buf + 20, nblocks);
 	ut_st32(buf + 24, flags);
@@ -1462,17 +1442,27 @@ static int layout_rc(uint32_t version, uint32_t nblocks, uint32_t flags,
 	return pdec(buf, 32, NULL);
 }
 
-static int pblock_rc(uint32_t index, uint32_t page, uint64_t size, const char *name)
+/* A BLOCK of our own making with exactly these 32 name bytes. */
+static int pblock_bytes_rc(uint32_t index, uint32_t page, uint64_t size,
+			   const uint8_t name[OWNER_NAME_MAX])
 {
 	uint8_t buf[64];
 
-	p_hdr(buf, 2, 48);
+	spec_hdr(buf, P_MAGIC, 2, 48);
 	ut_st32(buf + 16, index);
 	ut_st32(buf + 20, page);
 	ut_st64(buf + 24, size);
-	memset(buf + 32, 0, 32);
-	memcpy(buf + 32, name, strnlen(name, 32));
+	memcpy(buf + 32, name, OWNER_NAME_MAX);
 	return pdec(buf, 64, NULL);
+}
+
+/* The same with name zero padded (cut at 32 bytes, so not always terminated). */
+static int pblock_rc(uint32_t index, uint32_t page, uint64_t size, const char *name)
+{
+	uint8_t field[OWNER_NAME_MAX] = { 0 };
+
+	memcpy(field, name, strnlen(name, OWNER_NAME_MAX));
+	return pblock_bytes_rc(index, page, size, field);
 }
 
 static int u32_peer_rc(unsigned type, uint32_t a, uint32_t b, size_t plen)
@@ -1480,7 +1470,7 @@ static int u32_peer_rc(unsigned type, uint32_t a, uint32_t b, size_t plen)
 	uint8_t buf[64];
 
 	memset(buf, 0, sizeof(buf));
-	p_hdr(buf, (uint16_t)type, (uint32_t)plen);
+	spec_hdr(buf, P_MAGIC, (uint16_t)type, (uint32_t)plen);
 	ut_st32(buf + 16, a);
 	if (plen >= 8)
 		ut_st32(buf + 20, b);
@@ -1524,29 +1514,12 @@ static void test_peer_fields(void **state)
 	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\x01ram"), -EBADMSG, "block name \\x01");
 	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\x7fram"), -EBADMSG, "block name \\x7f");
 	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc\xe9ram"), -EBADMSG, "block name \\xe9");
-	{
-		uint8_t buf[64];
-
-		p_hdr(buf, 2, 48);
-		ut_st32(buf + 16, 0);
-		ut_st32(buf + 20, 4096);
-		ut_st64(buf + 24, 4096);
-		memset(buf + 32, 0, 32);
-		memcpy(buf + 32, "ram\0z", 5);
-		ut_assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage after NUL");
-	}
-	{
-		uint8_t buf[64];
-
-		p_hdr(buf, 2, 48);
-		ut_st32(buf + 16, 0);
-		ut_st32(buf + 20, 4096);
-		ut_st64(buf + 24, 4096);
-		memset(buf + 32, 0, 32);
-		memcpy(buf + 32, "ram", 3);
-		buf[63] = 1;
-		ut_assert_rc(pdec(buf, 64, NULL), -EBADMSG, "block name garbage at 31");
-	}
+	static const uint8_t garbage_after_nul[OWNER_NAME_MAX] = "ram\0z";
+	static const uint8_t garbage_at_31[OWNER_NAME_MAX] = { 'r', 'a', 'm', [31] = 1 };
+	ut_assert_rc(pblock_bytes_rc(0, 4096, 4096, garbage_after_nul), -EBADMSG,
+		     "block name garbage after NUL");
+	ut_assert_rc(pblock_bytes_rc(0, 4096, 4096, garbage_at_31), -EBADMSG,
+		     "block name garbage at 31");
 
 	/* REGION */
 	ut_assert_rc(u32_peer_rc(3, 63, 0, 40), 0, "region 63");
@@ -1865,14 +1838,14 @@ static void test_fuzz(void **state)
 			if (ut_rnd() & 1) {
 				unsigned t = owner_types[ut_rnd_below(12)];
 
-				o_hdr(buf, (uint16_t)t, (uint32_t)spec_owner_plen(t));
+				spec_hdr(buf, O_MAGIC, (uint16_t)t, (uint32_t)spec_owner_plen(t));
 				if (ut_rnd_below(4))
 					len = 16 + (size_t)spec_owner_plen(t);
 			} else {
 				unsigned t = peer_types[ut_rnd_below(10)];
 				uint32_t n = 1 + (uint32_t)ut_rnd_below(64);
 
-				p_hdr(buf, (uint16_t)t, (uint32_t)spec_peer_plen(t, n));
+				spec_hdr(buf, P_MAGIC, (uint16_t)t, (uint32_t)spec_peer_plen(t, n));
 				if (t == 6)
 					ut_st32(buf + 16, n);
 				if (ut_rnd_below(4))

@@ -209,6 +209,25 @@ static void expect_reject(const uint8_t *buf, size_t len, unsigned int nfds, uns
 		fail_msg("%s: vu_msg_read returned %d, want -errno", what, ret);
 }
 
+/* A request with a zero payload of `size` bytes, sent with nfds fds. */
+struct zeroed_case {
+	uint32_t req, size;
+	unsigned int nfds;
+	const char *what;
+};
+
+/* Each case is refused, and the fds that came with it are closed. */
+static void expect_zeroed_rejected(const struct zeroed_case *cases, size_t n)
+{
+	uint8_t buf[HDR + 64];
+
+	for (size_t i = 0; i < n; i++) {
+		size_t len = mk(buf, cases[i].req, VERSION, cases[i].size, NULL);
+
+		expect_reject(buf, len, cases[i].nfds, 1, cases[i].what);
+	}
+}
+
 /* ---- whole messages ---- */
 
 static void test_whole_messages(void **state)
@@ -366,6 +385,19 @@ static void test_fds_with_header(void **state)
 
 static void test_too_many_fds(void **state)
 {
+	/*
+	 * More than eight fds for one message: all at once, or split between
+	 * the header's sendmsg and the payload's (each batch alone may be
+	 * within the limit).
+	 */
+	static const struct {
+		const char *what;
+		unsigned int with_header, with_payload; /* with_payload 0: one sendmsg */
+	} cases[] = {
+		{ "9 fds at once", 9, 0 },
+		{ "6+6 fds", 6, 6 },
+		{ "5+4 fds", 5, 4 },
+	};
 	uint8_t buf[HDR + 8 + 32 * 8];
 	struct vu_msg_reader r;
 	struct probe p[12];
@@ -374,93 +406,74 @@ static void test_too_many_fds(void **state)
 
 	(void)state;
 	before = ut_count_fds();
-	/* Nine fds in one go, on a request that takes fds. */
+	/* A request that takes fds. */
 	len = mk(buf, 5, VERSION, 8 + 32 * 8, NULL);
 	ut_st32(buf + HDR, 8);
-	ut_stream_pair(sv);
-	probes_open(p, wr, 9);
-	ut_send_raw(sv[0], buf, len, wr, 9);
-	ret = read_once(sv[1], &r, 1);
-	if (ret >= 0)
-		fail_msg("9 fds: vu_msg_read returned %d", ret);
-	close(sv[0]);
-	close(sv[1]);
-	assert_probes_closed(p, 9, "9 fds at once");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		unsigned int n1 = cases[i].with_header, n2 = cases[i].with_payload;
 
-	/* Twelve, split: 6 with the header, 6 with the payload. */
-	ut_stream_pair(sv);
-	probes_open(p, wr, 12);
-	ut_send_raw(sv[0], buf, HDR, wr, 6);
-	ut_send_raw(sv[0], buf + HDR, len - HDR, wr + 6, 6);
-	ret = read_once(sv[1], &r, 1);
-	if (ret >= 0)
-		fail_msg("6+6 fds: vu_msg_read returned %d", ret);
-	close(sv[0]);
-	close(sv[1]);
-	assert_probes_closed(p, 12, "6+6 fds");
-
-	/* Five and four: nine in all, each batch alone within the limit. */
-	ut_stream_pair(sv);
-	probes_open(p, wr, 9);
-	ut_send_raw(sv[0], buf, HDR, wr, 5);
-	ut_send_raw(sv[0], buf + HDR, len - HDR, wr + 5, 4);
-	ret = read_once(sv[1], &r, 1);
-	if (ret >= 0)
-		fail_msg("5+4 fds: vu_msg_read returned %d", ret);
-	close(sv[0]);
-	close(sv[1]);
-	assert_probes_closed(p, 9, "5+4 fds");
+		ut_stream_pair(sv);
+		probes_open(p, wr, n1 + n2);
+		if (n2) {
+			ut_send_raw(sv[0], buf, HDR, wr, n1);
+			ut_send_raw(sv[0], buf + HDR, len - HDR, wr + n1, n2);
+		} else {
+			ut_send_raw(sv[0], buf, len, wr, n1);
+		}
+		ret = read_once(sv[1], &r, 1);
+		if (ret >= 0)
+			fail_msg("%s: vu_msg_read returned %d", cases[i].what, ret);
+		close(sv[0]);
+		close(sv[1]);
+		assert_probes_closed(p, n1 + n2, cases[i].what);
+	}
 	assert_int_equal(ut_count_fds(), before);
 }
 
 static void test_fds_not_taken(void **state)
 {
+	/* Requests that take no fd, or one, sent with more: zero payloads. */
+	static const struct zeroed_case more_fds[] = {
+		{ 1, 0, 1, "GET_FEATURES + fd" },
+		{ 2, 8, 2, "SET_FEATURES + 2 fds" },
+		{ 8, 8, 1, "SET_VRING_NUM + fd" },
+		{ 24, 12, 1, "GET_CONFIG + fd" },
+		{ 31, 24, 1, "GET_INFLIGHT_FD + fd" },
+		{ 13, 8, 2, "CALL + 2 fds" },
+		{ 6, 16, 2, "SET_LOG_BASE + 2 fds" },
+		{ 38, 40, 2, "REM_MEM_REG + 2 fds" },
+	};
 	uint8_t buf[HDR + 64];
 	size_t len;
 
 	(void)state;
-	len = mk(buf, 1, VERSION, 0, NULL); /* GET_FEATURES */
-	expect_reject(buf, len, 1, 1, "GET_FEATURES + fd");
-	len = mk(buf, 2, VERSION, 8, NULL); /* SET_FEATURES */
-	expect_reject(buf, len, 2, 1, "SET_FEATURES + 2 fds");
-	len = mk(buf, 8, VERSION, 8, NULL); /* SET_VRING_NUM */
-	expect_reject(buf, len, 1, 1, "SET_VRING_NUM + fd");
-	len = mk(buf, 24, VERSION, 12, NULL); /* GET_CONFIG */
-	expect_reject(buf, len, 1, 1, "GET_CONFIG + fd");
-	len = mk(buf, 31, VERSION, 24, NULL); /* GET_INFLIGHT_FD */
-	expect_reject(buf, len, 1, 1, "GET_INFLIGHT_FD + fd");
+	expect_zeroed_rejected(more_fds, sizeof(more_fds) / sizeof(more_fds[0]));
 	/* KICK with the NOFD bit says no fd comes: one that does is a lie. */
 	len = mk(buf, 12, VERSION, 8, NULL);
 	ut_st64(buf + HDR, NOFD);
 	expect_reject(buf, len, 1, 1, "KICK NOFD + fd");
-	/* One-fd requests with two. */
-	len = mk(buf, 13, VERSION, 8, NULL);
-	expect_reject(buf, len, 2, 1, "CALL + 2 fds");
-	len = mk(buf, 6, VERSION, 16, NULL);
-	expect_reject(buf, len, 2, 1, "SET_LOG_BASE + 2 fds");
 	len = mk(buf, 38, VERSION, 40, NULL);
-	expect_reject(buf, len, 2, 1, "REM_MEM_REG + 2 fds");
 	expect_ok(buf, len, 1, 1, "REM_MEM_REG + 1 fd (MAY)");
 	expect_ok(buf, len, 0, 1, "REM_MEM_REG, no fd");
 }
 
 static void test_fds_missing(void **state)
 {
+	/* Requests that need an fd, sent without: zero payloads. */
+	static const struct zeroed_case no_fd[] = {
+		{ 6, 16, 0, "SET_LOG_BASE, no fd" },
+		{ 21, 0, 0, "SET_BACKEND_REQ_FD, no fd" },
+		{ 37, 40, 0, "ADD_MEM_REG, no fd" },
+		{ 32, 24, 0, "SET_INFLIGHT_FD, no fd" },
+		{ 7, 0, 0, "SET_LOG_FD, no fd" },
+	};
 	uint8_t buf[HDR + 64];
 	size_t len;
 
 	(void)state;
+	expect_zeroed_rejected(no_fd, sizeof(no_fd) / sizeof(no_fd[0]));
 	len = mk(buf, 6, VERSION, 16, NULL);
-	expect_reject(buf, len, 0, 1, "SET_LOG_BASE, no fd");
 	expect_ok(buf, len, 1, 1, "SET_LOG_BASE, 1 fd");
-	len = mk(buf, 21, VERSION, 0, NULL);
-	expect_reject(buf, len, 0, 1, "SET_BACKEND_REQ_FD, no fd");
-	len = mk(buf, 37, VERSION, 40, NULL);
-	expect_reject(buf, len, 0, 1, "ADD_MEM_REG, no fd");
-	len = mk(buf, 32, VERSION, 24, NULL);
-	expect_reject(buf, len, 0, 1, "SET_INFLIGHT_FD, no fd");
-	len = mk(buf, 7, VERSION, 0, NULL);
-	expect_reject(buf, len, 0, 1, "SET_LOG_FD, no fd");
 	for (uint32_t req = 12; req <= 14; req++) {
 		len = mk(buf, req, VERSION, 8, NULL);
 		expect_reject(buf, len, 0, 1, "KICK/CALL/ERR without NOFD, no fd");

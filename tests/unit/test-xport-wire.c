@@ -1284,22 +1284,6 @@ static unsigned ref_frame(const uint8_t *p, size_t len, uint32_t max_msg)
 	return ok ? ALLOW_OK : ALLOW_BADMSG;
 }
 
-/* xorshift64*: deterministic, independent of glib's generator. */
-static uint64_t rng_state = FUZZ_SEED;
-
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545f4914f6cdd1dull;
-}
-
-static uint32_t rnd_below(uint32_t n)
-{
-	return (uint32_t)(rnd() % n);
-}
-
 static const uint64_t interesting[] = {
 	0, 1, 2, 3, 4, 5, 6, 7, 15, 16, 17, 63, 64, 65, 0x7f, 0x80, 0xff, 0x100,
 	4095, 4096, 4097, 0xffff, 0x10000,
@@ -1311,7 +1295,7 @@ static const uint64_t interesting[] = {
 
 static uint64_t rnd_interesting(void)
 {
-	return interesting[rnd_below(G_N_ELEMENTS(interesting))];
+	return interesting[ut_rnd_below(G_N_ELEMENTS(interesting))];
 }
 
 enum { T_HELLO, T_WELCOME, T_REGION, T_FRAME, T_COUNT };
@@ -1324,29 +1308,29 @@ static void make_valid(unsigned type, uint8_t buf[32], uint32_t max_msg)
 	case T_HELLO: {
 		struct xport_hello h;
 
-		h.nchannels = (uint16_t)(1 + rnd_below(XPORT_MAX_CHANNELS));
-		h.channel = (uint16_t)rnd_below(h.nchannels);
+		h.nchannels = (uint16_t)(1 + ut_rnd_below(XPORT_MAX_CHANNELS));
+		h.channel = (uint16_t)ut_rnd_below(h.nchannels);
 		h.max_msg = XPORT_MIN_MSG +
-			    rnd_below(XPORT_MAX_MSG - XPORT_MIN_MSG + 1);
-		h.recv_depth = 1 + rnd_below(XPORT_MAX_DEPTH);
-		h.token = rnd();
+			    ut_rnd_below(XPORT_MAX_MSG - XPORT_MIN_MSG + 1);
+		h.recv_depth = 1 + ut_rnd_below(XPORT_MAX_DEPTH);
+		h.token = ut_rnd();
 		/* None, bound, bound and encrypted; the handshake's on channel 0. */
-		h.flags = (uint16_t)(rnd_below(2) ? 0 : XPORT_HELLO_F_BOUND |
-				     (rnd_below(2) ? XPORT_HELLO_F_ENCRYPT : 0) |
-				     (h.channel == 0 && rnd_below(2) ? XPORT_HELLO_F_AUTH : 0));
+		h.flags = (uint16_t)(ut_rnd_below(2) ? 0 : XPORT_HELLO_F_BOUND |
+				     (ut_rnd_below(2) ? XPORT_HELLO_F_ENCRYPT : 0) |
+				     (h.channel == 0 && ut_rnd_below(2) ? XPORT_HELLO_F_AUTH : 0));
 		xport_hello_encode(&h, buf);
 		break;
 	}
 	case T_WELCOME: {
 		struct xport_welcome w;
 
-		if (rnd_below(4) == 0) {
-			w.status = (uint16_t)(1 + rnd_below(0xffff));
-			w.max_msg = (uint32_t)rnd();
+		if (ut_rnd_below(4) == 0) {
+			w.status = (uint16_t)(1 + ut_rnd_below(0xffff));
+			w.max_msg = (uint32_t)ut_rnd();
 		} else {
 			w.status = 0;
 			w.max_msg = XPORT_MIN_MSG +
-				    rnd_below(XPORT_MAX_MSG - XPORT_MIN_MSG + 1);
+				    ut_rnd_below(XPORT_MAX_MSG - XPORT_MIN_MSG + 1);
 		}
 		xport_welcome_encode(&w, buf);
 		break;
@@ -1354,39 +1338,39 @@ static void make_valid(unsigned type, uint8_t buf[32], uint32_t max_msg)
 	case T_REGION: {
 		struct xport_region_wire r;
 
-		r.kind = rnd_below(2) ? XPORT_KIND_RDMA : XPORT_KIND_TCP;
-		r.access = (uint8_t)(1 + rnd_below(3));
-		r.id = (uint32_t)rnd();
-		r.key = (uint32_t)rnd();
-		r.base = rnd() >> rnd_below(64);
+		r.kind = ut_rnd_below(2) ? XPORT_KIND_RDMA : XPORT_KIND_TCP;
+		r.access = (uint8_t)(1 + ut_rnd_below(3));
+		r.id = (uint32_t)ut_rnd();
+		r.key = (uint32_t)ut_rnd();
+		r.base = ut_rnd() >> ut_rnd_below(64);
 		if (r.base == UINT64_MAX)
 			r.base--;
-		r.len = 1 + (rnd() >> rnd_below(64)) % (UINT64_MAX - r.base);
+		r.len = 1 + (ut_rnd() >> ut_rnd_below(64)) % (UINT64_MAX - r.base);
 		xport_region_encode(&r, buf);
 		break;
 	}
 	case T_FRAME: {
-		struct xport_frame f = { .op = (uint8_t)(1 + rnd_below(5)) };
+		struct xport_frame f = { .op = (uint8_t)(1 + ut_rnd_below(5)) };
 
 		switch (f.op) {
 		case XPORT_FRAME_SEND:
-			f.len = max_msg ? rnd_below(max_msg + 1) : 0;
+			f.len = max_msg ? ut_rnd_below(max_msg + 1) : 0;
 			break;
 		case XPORT_FRAME_WRITE:
 		case XPORT_FRAME_WRITE_IMM:
 		case XPORT_FRAME_READ_REQ:
-			f.len = rnd_below(XPORT_MAX_IO + 1);
-			f.region = (uint32_t)rnd();
-			f.key = (uint32_t)rnd();
-			f.offset = rnd() >> rnd_below(64);
+			f.len = ut_rnd_below(XPORT_MAX_IO + 1);
+			f.region = (uint32_t)ut_rnd();
+			f.key = (uint32_t)ut_rnd();
+			f.offset = ut_rnd() >> ut_rnd_below(64);
 			if (f.len)
 				f.offset %= UINT64_MAX - f.len + 1;
 			if (f.op != XPORT_FRAME_WRITE)
-				f.tag = (uint32_t)rnd();
+				f.tag = (uint32_t)ut_rnd();
 			break;
 		default:
-			f.len = rnd_below(XPORT_MAX_IO + 1);
-			f.tag = (uint32_t)rnd();
+			f.len = ut_rnd_below(XPORT_MAX_IO + 1);
+			f.tag = (uint32_t)ut_rnd();
 			break;
 		}
 		xport_frame_encode(&f, buf);
@@ -1399,8 +1383,8 @@ static void make_valid(unsigned type, uint8_t buf[32], uint32_t max_msg)
 static void make_stamped(unsigned type, uint8_t buf[32])
 {
 	for (unsigned i = 0; i < 32; i++)
-		buf[i] = (uint8_t)rnd();
-	uint16_t version = rnd_below(4) == 0 ? (uint16_t)rnd() : 1;
+		buf[i] = (uint8_t)ut_rnd();
+	uint16_t version = ut_rnd_below(4) == 0 ? (uint16_t)ut_rnd() : 1;
 	switch (type) {
 	case T_HELLO:
 		memcpy(buf, "VXHI", 4);
@@ -1415,7 +1399,7 @@ static void make_stamped(unsigned type, uint8_t buf[32])
 		buf[4] = (uint8_t)version;
 		break;
 	case T_FRAME:
-		buf[0] = (uint8_t)(1 + rnd_below(5));
+		buf[0] = (uint8_t)(1 + ut_rnd_below(5));
 		memset(buf + 1, 0, 3);
 		memset(buf + 28, 0, 4);
 		break;
@@ -1425,20 +1409,20 @@ static void make_stamped(unsigned type, uint8_t buf[32])
 static void mutate(uint8_t buf[32], unsigned n)
 {
 	while (n--) {
-		switch (rnd_below(4)) {
+		switch (ut_rnd_below(4)) {
 		case 0:
-			buf[rnd_below(32)] = (uint8_t)rnd();
+			buf[ut_rnd_below(32)] = (uint8_t)ut_rnd();
 			break;
 		case 1: {
-			unsigned bit = rnd_below(256);
+			unsigned bit = ut_rnd_below(256);
 
 			buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 			break;
 		}
 		default: {
 			/* an interesting value into a field-sized slot */
-			unsigned width = 1u << rnd_below(4);
-			unsigned pos = rnd_below(32 / width) * width;
+			unsigned width = 1u << ut_rnd_below(4);
+			unsigned pos = ut_rnd_below(32 / width) * width;
 			uint64_t v = rnd_interesting();
 
 			for (unsigned i = 0; i < width; i++)
@@ -1451,7 +1435,7 @@ static void mutate(uint8_t buf[32], unsigned n)
 
 static uint32_t pick_max_msg(void)
 {
-	switch (rnd_below(5)) {
+	switch (ut_rnd_below(5)) {
 	case 0:
 		return 0;
 	case 1:
@@ -1461,7 +1445,7 @@ static uint32_t pick_max_msg(void)
 	case 3:
 		return XPORT_MAX_MSG;
 	default:
-		return XPORT_MIN_MSG + rnd_below(XPORT_MAX_MSG - XPORT_MIN_MSG + 1);
+		return XPORT_MIN_MSG + ut_rnd_below(XPORT_MAX_MSG - XPORT_MIN_MSG + 1);
 	}
 }
 
@@ -1499,29 +1483,29 @@ static void test_fuzz_decoders(void **state)
 	struct fuzz_stats stats[S_COUNT] = { 0 };
 	(void)state;
 
-	rng_state = FUZZ_SEED;
+	ut_rnd_seed(FUZZ_SEED);
 	for (unsigned long iter = 0; iter < FUZZ_ITERATIONS; iter++) {
 		uint8_t buf[56] = { 0 }, again[32];
-		unsigned type = rnd_below(T_COUNT);
+		unsigned type = ut_rnd_below(T_COUNT);
 		uint32_t max_msg = pick_max_msg();
-		size_t long_len = 32 + rnd_below(25); /* 32..56 */
+		size_t long_len = 32 + ut_rnd_below(25); /* 32..56 */
 		int r;
 
-		switch (rnd_below(4)) {
+		switch (ut_rnd_below(4)) {
 		case 0:
 			for (unsigned i = 0; i < 32; i++)
-				buf[i] = (uint8_t)rnd();
+				buf[i] = (uint8_t)ut_rnd();
 			break;
 		case 1:
 			make_stamped(type, buf);
 			break;
 		default:
 			make_valid(type, buf, max_msg);
-			mutate(buf, rnd_below(4));
+			mutate(buf, ut_rnd_below(4));
 			break;
 		}
-		if (long_len > 32 && rnd_below(4) == 0)
-			buf[32 + rnd_below((uint32_t)long_len - 32)] = (uint8_t)(1 + rnd_below(255));
+		if (long_len > 32 && ut_rnd_below(4) == 0)
+			buf[32 + ut_rnd_below(long_len - 32)] = (uint8_t)(1 + ut_rnd_below(255));
 
 		/* hello, exactly 32 bytes and zero-padded-or-not */
 		struct xport_hello h;
@@ -1660,17 +1644,17 @@ static void test_fuzz_hostport(void **state)
 	unsigned long accepted = 0;
 	(void)state;
 
-	rng_state = FUZZ_SEED ^ 0x5555;
+	ut_rnd_seed(FUZZ_SEED ^ 0x5555);
 	for (unsigned long iter = 0; iter < FUZZ_ITERATIONS; iter++) {
 		char spec[16];
-		size_t len = rnd_below(sizeof(spec));
+		size_t len = ut_rnd_below(sizeof(spec));
 		char *host = (char *)0x1, *port = (char *)0x2;
 		char *want_host = NULL, *want_port = NULL;
 
 		for (size_t i = 0; i < len; i++)
-			spec[i] = alphabet[rnd_below(sizeof(alphabet) - 1)];
+			spec[i] = alphabet[ut_rnd_below(sizeof(alphabet) - 1)];
 		spec[len] = '\0';
-		if (len && rnd_below(3) == 0)
+		if (len && ut_rnd_below(3) == 0)
 			spec[0] = '[';
 
 		/* parse a heap copy of exactly strlen+1 bytes */

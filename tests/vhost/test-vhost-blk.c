@@ -161,13 +161,11 @@ static int blk_io_segmented(struct vt_dev *dev, struct vuf_blk_req *r, uint32_t 
 	bufs[n++] = (struct vuf_buf){ .gpa = r->status_gpa, .len = 1, .device_writes = true };
 	ret = vuf_vq_add(&dev->vq[0], bufs, n, indirect, &r->head);
 	if (!ret)
-		ret = vuf_vq_kick(&dev->vq[0]);
-	if (!ret)
-		ret = vuf_vq_wait_used(&dev->vq[0], VT_TIMEOUT_MS, &u);
+		ret = vuf_vq_kick_and_reap(&dev->vq[0], r->head, VT_TIMEOUT_MS, &u);
 	if (ret)
 		return ret;
 	r->used_len = u.len;
-	return u.id == r->head ? hdr[16] : -EPROTO;
+	return hdr[16];
 }
 
 static void rw_cycle(struct vt_dev *dev, struct vuf_blk_req *r, uint64_t sector,

@@ -917,38 +917,32 @@ static void corrupt_avail_jump(struct vt_dev *h)
 	vuf_vq_set_avail_idx_raw(&h->vq[0], 100);
 }
 
-static void corrupt_buffer_outside(struct vt_dev *h)
+/* A blk read (header, 512-byte data, status) whose data lies at data_gpa. */
+static void post_read_into(struct vt_dev *h, uint64_t data_gpa)
 {
 	uint64_t st = scratch(h, 4096);
 
-	/* Between the two RAM regions. */
 	vuf_vq_write_desc(&h->vq[0], 0, blk_hdr(h), 16, VUF_DESC_F_NEXT, 1);
-	vuf_vq_write_desc(&h->vq[0], 1, 0x80000000ull, 512, VUF_DESC_F_NEXT | VUF_DESC_F_WRITE, 2);
+	vuf_vq_write_desc(&h->vq[0], 1, data_gpa, 512, VUF_DESC_F_NEXT | VUF_DESC_F_WRITE, 2);
 	vuf_vq_write_desc(&h->vq[0], 2, st, 1, VUF_DESC_F_WRITE, 0);
 	vuf_vq_push_avail_raw(&h->vq[0], 0);
+}
+
+static void corrupt_buffer_outside(struct vt_dev *h)
+{
+	/* Between the two RAM regions. */
+	post_read_into(h, 0x80000000ull);
 }
 
 static void corrupt_buffer_wraps(struct vt_dev *h)
 {
-	uint64_t st = scratch(h, 4096);
-
-	vuf_vq_write_desc(&h->vq[0], 0, blk_hdr(h), 16, VUF_DESC_F_NEXT, 1);
-	vuf_vq_write_desc(&h->vq[0], 1, UINT64_MAX - 255, 512,
-			  VUF_DESC_F_NEXT | VUF_DESC_F_WRITE, 2);
-	vuf_vq_write_desc(&h->vq[0], 2, st, 1, VUF_DESC_F_WRITE, 0);
-	vuf_vq_push_avail_raw(&h->vq[0], 0);
+	post_read_into(h, UINT64_MAX - 255);
 }
 
 static void corrupt_buffer_straddles(struct vt_dev *h)
 {
-	uint64_t st = scratch(h, 4096);
-
 	/* Starts in region 0, runs past its end. */
-	vuf_vq_write_desc(&h->vq[0], 0, blk_hdr(h), 16, VUF_DESC_F_NEXT, 1);
-	vuf_vq_write_desc(&h->vq[0], 1, VT_RAM0_SIZE - 256, 512,
-			  VUF_DESC_F_NEXT | VUF_DESC_F_WRITE, 2);
-	vuf_vq_write_desc(&h->vq[0], 2, st, 1, VUF_DESC_F_WRITE, 0);
-	vuf_vq_push_avail_raw(&h->vq[0], 0);
+	post_read_into(h, VT_RAM0_SIZE - 256);
 }
 
 /* A valid 3-entry indirect table; then the head points at it with `len`. */

@@ -370,6 +370,23 @@ static struct xport_conn *connect_to(const char *host, int port)
 	return c;
 }
 
+/* A child that listens, announces its port and runs serve(); we connect to it. */
+static struct xport_conn *fork_server(void (*serve)(struct server *s), pid_t *ret_pid)
+{
+	struct rendezvous rv;
+
+	rendezvous_init(&rv);
+	*ret_pid = fork();
+	if (*ret_pid == 0) {
+		struct server s = { 0 };
+
+		listen_any(&s, &rv);
+		serve(&s);
+		_exit(0);
+	}
+	return connect_to(addr, await_port(&rv));
+}
+
 static void send_descs(struct xport_conn *c, struct xport_mr **mrs, unsigned n)
 {
 	uint8_t buf[4 * XPORT_REGION_DESC_SIZE];
@@ -665,20 +682,9 @@ out:
 
 static void kill_server_scenario(void)
 {
-	struct rendezvous rv;
-	struct xport_conn *c;
 	pid_t pid;
+	struct xport_conn *c = fork_server(sink_server, &pid);
 
-	rendezvous_init(&rv);
-	pid = fork();
-	if (pid == 0) {
-		struct server s = { 0 };
-
-		listen_any(&s, &rv);
-		sink_server(&s);
-		_exit(0);
-	}
-	c = connect_to(addr, await_port(&rv));
 	stream_until_error(c, pid, 64);
 	xport_conn_close(c);
 	waitpid(pid, NULL, 0);
@@ -842,20 +848,10 @@ static void hostile_scenario(void)
 
 static void roundtrip_scenario(void)
 {
-	struct rendezvous rv;
 	int status;
 	pid_t pid;
 
-	rendezvous_init(&rv);
-	pid = fork();
-	if (pid == 0) {
-		struct server s = { 0 };
-
-		listen_any(&s, &rv);
-		roundtrip_server(&s);
-		_exit(0);
-	}
-	roundtrip_client(connect_to(addr, await_port(&rv)));
+	roundtrip_client(fork_server(roundtrip_server, &pid));
 	waitpid(pid, &status, 0);
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
 		FAIL("server side failed (status %d)", status);

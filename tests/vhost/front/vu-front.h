@@ -336,6 +336,12 @@ int vuf_vq_kick_force(struct vuf_vq *vq);
 uint16_t vuf_vq_pending_used(const struct vuf_vq *vq);
 /* Reaps one used entry, freeing its descriptors; -ETIMEDOUT. */
 int vuf_vq_wait_used(struct vuf_vq *vq, int timeout_ms, struct vuf_used *ret_used);
+/*
+ * One request at a time: kicks, reaps the next used entry, and returns
+ * -EPROTO if it is not the chain at head (the back end used another).
+ */
+int vuf_vq_kick_and_reap(struct vuf_vq *vq, uint16_t head, int timeout_ms,
+			 struct vuf_used *ret_used);
 /* Count of call-eventfd signals since last asked (0 if none), -errno. */
 int vuf_vq_take_calls(struct vuf_vq *vq, uint64_t *ret_count);
 int vuf_vq_wait_call(struct vuf_vq *vq, int timeout_ms);

@@ -94,13 +94,9 @@ int vuf_blk_io(struct vuf_vq *vq, struct vuf_blk_req *scratch, uint32_t type,
 		memset(data, 0, len);
 	ret = vuf_blk_post(vq, scratch, type, sector, len, indirect);
 	if (!ret)
-		ret = vuf_vq_kick(vq);
-	if (!ret)
-		ret = vuf_vq_wait_used(vq, timeout_ms, &u);
+		ret = vuf_vq_kick_and_reap(vq, scratch->head, timeout_ms, &u);
 	if (ret)
 		return ret;
-	if (u.id != scratch->head)
-		return -EPROTO;
 	scratch->used_len = u.len;
 	if (data_device_writes(type))
 		memcpy(buf, data, len);

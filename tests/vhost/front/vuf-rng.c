@@ -13,12 +13,10 @@ int vuf_rng_read(struct vuf_vq *vq, uint64_t buf_gpa, uint32_t len, int timeout_
 
 	ret = vuf_vq_add(vq, &b, 1, false, &head);
 	if (!ret)
-		ret = vuf_vq_kick(vq);
-	if (!ret)
-		ret = vuf_vq_wait_used(vq, timeout_ms, &u);
+		ret = vuf_vq_kick_and_reap(vq, head, timeout_ms, &u);
 	if (ret)
 		return ret;
-	if (u.id != head || u.len > len)
+	if (u.len > len)
 		return -EPROTO;
 	return (int)u.len;
 }

@@ -332,6 +332,18 @@ int vuf_vq_kick(struct vuf_vq *vq)
 	return need ? notify(vq->kick_fd) : 0;
 }
 
+int vuf_vq_kick_and_reap(struct vuf_vq *vq, uint16_t head, int timeout_ms,
+			 struct vuf_used *ret_used)
+{
+	int ret = vuf_vq_kick(vq);
+
+	if (!ret)
+		ret = vuf_vq_wait_used(vq, timeout_ms, ret_used);
+	if (ret)
+		return ret;
+	return ret_used->id == head ? 0 : -EPROTO;
+}
+
 uint16_t vuf_vq_used_idx(const struct vuf_vq *vq)
 {
 	return load_acquire(vq->used, 2);
