@@ -279,11 +279,12 @@ class Rig:
             self.backend.wait()
             return "timeout (killed)"
 
-    def start_qemu(self, qtest=False, incoming=False):
+    def start_qemu(self, qtest=False, incoming=False, memory="128M", extra=()):
         """QEMU with the device; paused (-S), or driven by qtest; with
-        incoming, waiting for QMP migrate-incoming."""
+        incoming, waiting for QMP migrate-incoming.  memory: -m's value;
+        extra: more arguments, after the device's."""
         args = [self.qemu, "-nodefaults", "-display", "none",
-                "-machine", "pc,memory-backend=mem", "-m", "128M",
+                "-machine", "pc,memory-backend=mem", "-m", memory,
                 "-object", "memory-backend-memfd,id=mem,size=128M,share=on",
                 "-chardev", f"socket,id=c,path={self.sock},reconnect=1",
                 "-device", "vhost-user-rdma-pci,chardev=c",
@@ -301,6 +302,7 @@ class Rig:
             args += ["-S", "-accel", "tcg"]
         if incoming:
             args += ["-incoming", "defer"]
+        args += list(extra)
         with open(self.qemu_log, "w") as log:
             log.write(f"### {' '.join(args)}\n")
             log.flush()
@@ -309,6 +311,12 @@ class Rig:
         try:
             if qtest:
                 self.qtest = QTest(self.qtest_listener, 60)
+            # A QEMU that refuses its configuration exits before it opens
+            # QMP: no need to wait out QMP's limit for it.
+            wait_for(lambda: os.path.exists(self.qmp_path) or
+                     self.qemu_proc.poll() is not None, 60)
+            if self.qemu_proc.poll() is not None:
+                raise Abort("QEMU exited before it opened QMP")
             self.qmp = QMP(self.qmp_path, 60)
         except (Abort, OSError) as e:
             if self.qemu_proc.poll() is not None:
