@@ -814,6 +814,48 @@ static void test_config_bad(void **state)
 	free(m);
 }
 
+/*
+ * A request of a protocol feature the front end did not accept: refused
+ * (dropped, or a non-zero ack where the request has no reply of its own),
+ * and every fd it carried closed.  BACKEND_REQ is never in VT_PROTO_ALL.
+ */
+static void test_feature_not_negotiated(void **state)
+{
+	static const struct {
+		const char *name;
+		uint32_t request, feature, size;
+		size_t npipes;
+		bool ack_ok;
+	} cases[] = {
+		{ "GET_MAX_MEM_SLOTS", VUF_GET_MAX_MEM_SLOTS, VUF_PF_CONFIG_MEM_SLOTS, 0, 0, false },
+		{ "ADD_MEM_REG", VUF_ADD_MEM_REG, VUF_PF_CONFIG_MEM_SLOTS, 40, 1, true },
+		{ "REM_MEM_REG", VUF_REM_MEM_REG, VUF_PF_CONFIG_MEM_SLOTS, 40, 0, true },
+		{ "SET_LOG_BASE", VUF_SET_LOG_BASE, VUF_PF_LOG_SHMFD, 16, 1, false },
+		{ "SET_BACKEND_REQ_FD", VUF_SET_BACKEND_REQ_FD, VUF_PF_BACKEND_REQ, 0, 1, true },
+		{ "GET_CONFIG", VUF_GET_CONFIG, VUF_PF_CONFIG, 12, 0, false },
+		{ "SET_CONFIG", VUF_SET_CONFIG, VUF_PF_CONFIG, 12, 0, true },
+		{ "GET_INFLIGHT_FD", VUF_GET_INFLIGHT_FD, VUF_PF_INFLIGHT_SHMFD, 24, 0, false },
+		{ "SET_INFLIGHT_FD", VUF_SET_INFLIGHT_FD, VUF_PF_INFLIGHT_SHMFD, 24, 1, true },
+		{ "SET_STATUS", VUF_SET_STATUS, VUF_PF_STATUS, 8, 0, true },
+		{ "GET_STATUS", VUF_GET_STATUS, VUF_PF_STATUS, 0, 0, false },
+	};
+	uint8_t p[64] = { 0 };
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		uint64_t proto = VT_PROTO_ALL & ~VUF_BIT(cases[i].feature);
+		struct vuf_conn *c = open_raw();
+		char name[64];
+
+		snprintf(name, sizeof(name), "%s without its protocol feature", cases[i].name);
+		assert_int_equal(vuf_negotiate(c, VT_BLK_FEATURES, proto, NULL, NULL), 0);
+		assert_false(vuf_conn_protocol_features(c) & VUF_BIT(cases[i].feature));
+		reject_with_pipes(c, cases[i].request, p, cases[i].size, cases[i].npipes,
+				  cases[i].ack_ok, name);
+		end_case(c, name);
+	}
+}
+
 /* ---- virtqueue contents ---- */
 
 /*
@@ -1115,6 +1157,7 @@ int main(int argc, char **argv)
 		T(test_log_base),
 		T(test_inflight),
 		T(test_config_bad),
+		T(test_feature_not_negotiated),
 		T(test_q_self_loop),
 		T(test_q_long_cycle),
 		T(test_q_bogus_next),
