@@ -97,18 +97,7 @@ static pid_t server_pid = -1;
 
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return (int64_t)(monotonic_ns() / 1000000);
 }
 
 static void sleep_us(unsigned us)
@@ -474,7 +463,7 @@ static void rate_limit(struct client *cl, uint64_t bytes)
 		return;
 	cl->bw_bytes += bytes;
 	due = cl->bw_start_ns + (uint64_t)((double)cl->bw_bytes / (double)max_bandwidth * 1e9);
-	for (uint64_t t = now_ns(); t < due; t = now_ns()) {
+	for (uint64_t t = monotonic_ns(); t < due; t = monotonic_ns()) {
 		uint64_t us = (due - t) / 1000 + 1;
 
 		sleep_us(us < 1000000 ? (unsigned)us : 1000000u);
@@ -661,7 +650,7 @@ static void run_client(int port, const uint8_t *region)
 	if (r < 0)
 		FAIL("register the source: %s", strerror(-r));
 
-	cl.bw_start_ns = now_ns();
+	cl.bw_start_ns = monotonic_ns();
 	cl.last_tick = now_ms();
 	for (cl.iter = 0; iterations ? cl.iter < iterations : now_ms() < end; cl.iter++) {
 		unsigned dice = (unsigned)rnd_below(1000);

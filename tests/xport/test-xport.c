@@ -67,10 +67,7 @@ static bool encrypt_stream;   /* --encrypt */
 
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(monotonic_ns() / 1000000);
 }
 
 /* Deterministic bytes, different for every (seed, offset). */
