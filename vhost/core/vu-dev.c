@@ -330,14 +330,23 @@ static struct vu_vq *queue_of(struct vu_dev *dev, uint32_t index)
 	return &dev->vqs[index]; /* index checked in vu-proto.c */
 }
 
+/* The ring a SET_VRING_NUM or SET_VRING_BASE names; NULL while it runs. */
+static struct vu_vq *stopped_queue_of(struct vu_dev *dev, const struct vu_msg *msg,
+				      struct vu_vring_state *s)
+{
+	struct vu_vq *vq;
+
+	vu_decode_vring_state(msg, s);
+	vq = queue_of(dev, s->index);
+	return vq->started ? NULL : vq;
+}
+
 static int h_set_vring_num(struct vu_dev *dev, struct vu_msg *msg)
 {
 	struct vu_vring_state s;
-	struct vu_vq *vq;
+	struct vu_vq *vq = stopped_queue_of(dev, msg, &s);
 
-	vu_decode_vring_state(msg, &s);
-	vq = queue_of(dev, s.index);
-	if (vq->started)
+	if (!vq)
 		return -EBUSY;
 	if (!is_power_of_2(s.num) || s.num > VU_MAX_QUEUE_SIZE)
 		return -EINVAL;
@@ -380,11 +389,9 @@ static int h_set_vring_addr(struct vu_dev *dev, struct vu_msg *msg)
 static int h_set_vring_base(struct vu_dev *dev, struct vu_msg *msg)
 {
 	struct vu_vring_state s;
-	struct vu_vq *vq;
+	struct vu_vq *vq = stopped_queue_of(dev, msg, &s);
 
-	vu_decode_vring_state(msg, &s);
-	vq = queue_of(dev, s.index);
-	if (vq->started)
+	if (!vq)
 		return -EBUSY;
 	if (s.num > UINT16_MAX)
 		return -EINVAL;
