@@ -661,10 +661,6 @@ static const struct handler handlers[VU_REQUEST_MAX] = {
 	HANDLER(RESET_OWNER, h_reset),
 	HANDLER(RESET_DEVICE, h_reset),
 	HANDLER(SET_MEM_TABLE, h_set_mem_table),
-	GATED(GET_MAX_MEM_SLOTS, h_get_max_mem_slots, CONFIGURE_MEM_SLOTS),
-	GATED(ADD_MEM_REG, h_add_mem_reg, CONFIGURE_MEM_SLOTS),
-	GATED(REM_MEM_REG, h_rem_mem_reg, CONFIGURE_MEM_SLOTS),
-	GATED(SET_LOG_BASE, h_set_log_base, LOG_SHMFD),
 	HANDLER(SET_LOG_FD, h_set_log_fd),
 	HANDLER(SET_VRING_NUM, h_set_vring_num),
 	HANDLER(SET_VRING_ADDR, h_set_vring_addr),
@@ -677,6 +673,14 @@ static const struct handler handlers[VU_REQUEST_MAX] = {
 	HANDLER(SET_PROTOCOL_FEATURES, h_set_protocol_features),
 	HANDLER(GET_QUEUE_NUM, h_get_queue_num),
 	HANDLER(SET_VRING_ENABLE, h_set_vring_enable),
+	/* These two check their feature themselves: they answer -EINVAL. */
+	HANDLER(SET_DEVICE_STATE_FD, h_set_device_state_fd),
+	HANDLER(CHECK_DEVICE_STATE, h_check_device_state),
+	/* Only once the front end accepted the feature. */
+	GATED(GET_MAX_MEM_SLOTS, h_get_max_mem_slots, CONFIGURE_MEM_SLOTS),
+	GATED(ADD_MEM_REG, h_add_mem_reg, CONFIGURE_MEM_SLOTS),
+	GATED(REM_MEM_REG, h_rem_mem_reg, CONFIGURE_MEM_SLOTS),
+	GATED(SET_LOG_BASE, h_set_log_base, LOG_SHMFD),
 	GATED(SET_BACKEND_REQ_FD, h_set_backend_req_fd, BACKEND_REQ),
 	GATED(GET_CONFIG, h_get_config, CONFIG),
 	GATED(SET_CONFIG, h_set_config, CONFIG),
@@ -684,9 +688,6 @@ static const struct handler handlers[VU_REQUEST_MAX] = {
 	GATED(SET_INFLIGHT_FD, h_set_inflight_fd, INFLIGHT_SHMFD),
 	GATED(SET_STATUS, h_set_status, STATUS),
 	GATED(GET_STATUS, h_get_status, STATUS),
-	/* These two check their feature themselves: they answer -EINVAL. */
-	HANDLER(SET_DEVICE_STATE_FD, h_set_device_state_fd),
-	HANDLER(CHECK_DEVICE_STATE, h_check_device_state),
 };
 
 /* Runs one validated message; <0 means drop the connection. */
