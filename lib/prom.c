@@ -40,15 +40,21 @@ void prom_sample(GString *out, const char *name, const char *label_key, const ch
 		g_string_append_printf(out, " %.15g\n", value);
 }
 
+void prom_metric(GString *out, const char *name, const char *type, const char *help,
+		 double value)
+{
+	prom_family(out, name, type, help);
+	prom_sample(out, name, NULL, NULL, value);
+}
+
 void prom_process_cpu(GString *out)
 {
 	struct rusage ru;
 
 	if (getrusage(RUSAGE_SELF, &ru))
 		return;
-	prom_family(out, "process_cpu_seconds_total", "counter",
-		    "user and system CPU time spent by this process, in seconds");
-	prom_sample(out, "process_cpu_seconds_total", NULL, NULL,
+	prom_metric(out, "process_cpu_seconds_total", "counter",
+		    "user and system CPU time spent by this process, in seconds",
 		    (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 			    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 }

@@ -19,6 +19,9 @@ void prom_family(GString *out, const char *name, const char *type, const char *h
  */
 void prom_sample(GString *out, const char *name, const char *label_key, const char *label_value,
 		 double value);
+/* A family of one sample without labels: prom_family() + prom_sample(). */
+void prom_metric(GString *out, const char *name, const char *type, const char *help,
+		 double value);
 /* process_cpu_seconds_total: this process's user + system CPU time, the
  * standard name exporters use. */
 void prom_process_cpu(GString *out);

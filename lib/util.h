@@ -50,6 +50,11 @@ static inline uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static inline int64_t monotonic_ms(void)
+{
+	return (int64_t)(monotonic_ns() / 1000000);
+}
+
 static inline bool is_power_of_2(uint64_t v)
 {
 	return v && !(v & (v - 1));

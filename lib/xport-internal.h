@@ -86,7 +86,7 @@ uint64_t xport_random_u64(void);
 /* Setup deadlines in monotonic ms; -1 means none (timeout_ms < 0). */
 static inline int64_t xport_now_ms(void)
 {
-	return (int64_t)(monotonic_ns() / 1000000);
+	return monotonic_ms();
 }
 
 static inline int64_t xport_deadline_after(int timeout_ms)

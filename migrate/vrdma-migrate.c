@@ -165,15 +165,14 @@ static void write_metrics(struct cli *cli, const struct mig_stats *st)
 	prom_family(out, "vrdma_migrate_pages", "counter", "pages sent, and zero pages skipped");
 	prom_sample(out, "vrdma_migrate_pages", "kind", "sent", (double)st->normal);
 	prom_sample(out, "vrdma_migrate_pages", "kind", "zero", (double)st->duplicate);
-	prom_family(out, "vrdma_migrate_rounds", "gauge", "pre-copy rounds so far");
-	prom_sample(out, "vrdma_migrate_rounds", NULL, NULL, (double)st->rounds);
-	prom_family(out, "vrdma_migrate_rate_mbps", "gauge", "send rate of the last round, Mbit/s");
-	prom_sample(out, "vrdma_migrate_rate_mbps", NULL, NULL, st->mbps);
-	prom_family(out, "vrdma_migrate_dirty_pages_rate", "gauge",
-		    "pages per second the guest dirtied in the last round");
-	prom_sample(out, "vrdma_migrate_dirty_pages_rate", NULL, NULL, st->dirty_pages_rate);
-	prom_family(out, "vrdma_migrate_throttle_percent", "gauge", "guest CPU throttle asked for");
-	prom_sample(out, "vrdma_migrate_throttle_percent", NULL, NULL, st->throttle_percent);
+	prom_metric(out, "vrdma_migrate_rounds", "gauge", "pre-copy rounds so far",
+		    (double)st->rounds);
+	prom_metric(out, "vrdma_migrate_rate_mbps", "gauge", "send rate of the last round, Mbit/s",
+		    st->mbps);
+	prom_metric(out, "vrdma_migrate_dirty_pages_rate", "gauge",
+		    "pages per second the guest dirtied in the last round", st->dirty_pages_rate);
+	prom_metric(out, "vrdma_migrate_throttle_percent", "gauge", "guest CPU throttle asked for",
+		    st->throttle_percent);
 	prom_family(out, "vrdma_migrate_time_ms", "gauge", "total, setup and downtime so far");
 	prom_sample(out, "vrdma_migrate_time_ms", "kind", "total", (double)st->total_time_ms);
 	prom_sample(out, "vrdma_migrate_time_ms", "kind", "setup", (double)st->setup_time_ms);

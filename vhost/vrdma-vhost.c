@@ -588,11 +588,9 @@ static void metrics_render(const struct daemon *d, GString *out)
 
 	prom_family(out, "vrdma_vhost_info", "gauge", "the device type this back end serves");
 	prom_sample(out, "vrdma_vhost_info", "device", d->type->name, 1);
-	prom_family(out, "vrdma_vhost_connections", "gauge", "front ends connected now");
-	prom_sample(out, "vrdma_vhost_connections", NULL, NULL, d->nconns);
-	prom_family(out, "vrdma_vhost_connections_total", "counter",
-		    "front ends accepted and served since start");
-	prom_sample(out, "vrdma_vhost_connections_total", NULL, NULL, (double)d->conns_total);
+	prom_metric(out, "vrdma_vhost_connections", "gauge", "front ends connected now", d->nconns);
+	prom_metric(out, "vrdma_vhost_connections_total", "counter",
+		    "front ends accepted and served since start", (double)d->conns_total);
 	prom_family(out, "vrdma_vhost_connections_refused_total", "counter",
 		    "front ends refused on accept: over --max-connections, or no instance");
 	prom_sample(out, "vrdma_vhost_connections_refused_total", "reason", "limit",

@@ -176,6 +176,16 @@ void fake_pci_next(const char *base, unsigned n, char ret[13])
 	snprintf(ret, 13, "%04x:%02x:%02x.%x", dom, bus, devfn / 8, devfn % 8);
 }
 
+/* A function's RDMA device and netdev, each where it has a name (NULL: none). */
+static void fake_fn_devices(const char *root, const char *pci, const char *ibdev,
+			    const char *netdev)
+{
+	if (ibdev)
+		fake_ibdev(root, ibdev, pci, NULL, false, next_uverbs++);
+	if (netdev)
+		fake_netdev(root, netdev, pci, next_ifindex++);
+}
+
 static void fake_vf(const char *root, const char *pf, unsigned i, const char *vf,
 		    const char *ibdev_prefix, const char *netdev_prefix)
 {
@@ -183,20 +193,13 @@ static void fake_vf(const char *root, const char *pf, unsigned i, const char *vf
 	g_autofree char *physfn = g_strdup_printf("bus/pci/devices/%s/physfn", vf);
 	g_autofree char *to_vf = g_strdup_printf("../%s", vf);
 	g_autofree char *to_pf = g_strdup_printf("../%s", pf);
+	g_autofree char *ibdev = ibdev_prefix ? g_strdup_printf("%s_vf%u", ibdev_prefix, i) : NULL;
+	g_autofree char *netdev = netdev_prefix ? g_strdup_printf("%sv%u", netdev_prefix, i) : NULL;
 
 	fake_pci(root, vf, "mlx5_core", 1);
 	fake_link(root, virtfn, to_vf);
 	fake_link(root, physfn, to_pf);
-	if (ibdev_prefix) {
-		g_autofree char *name = g_strdup_printf("%s_vf%u", ibdev_prefix, i);
-
-		fake_ibdev(root, name, vf, NULL, false, next_uverbs++);
-	}
-	if (netdev_prefix) {
-		g_autofree char *name = g_strdup_printf("%sv%u", netdev_prefix, i);
-
-		fake_netdev(root, name, vf, next_ifindex++);
-	}
+	fake_fn_devices(root, vf, ibdev, netdev);
 }
 
 void fake_pf(const char *root, const char *pf, unsigned total, unsigned num,
@@ -206,17 +209,12 @@ void fake_pf(const char *root, const char *pf, unsigned total, unsigned num,
 	g_autofree char *n = g_strdup_printf("bus/pci/devices/%s/sriov_numvfs", pf);
 	g_autofree char *ttext = g_strdup_printf("%u\n", total);
 	g_autofree char *ntext = g_strdup_printf("%u\n", num);
+	g_autofree char *ibdev = ibdev_prefix ? g_strdup_printf("%s_pf", ibdev_prefix) : NULL;
 
 	fake_pci(root, pf, "mlx5_core", 1);
 	fake_write(root, t, ttext);
 	fake_write(root, n, ntext);
-	if (ibdev_prefix) {
-		g_autofree char *name = g_strdup_printf("%s_pf", ibdev_prefix);
-
-		fake_ibdev(root, name, pf, NULL, false, next_uverbs++);
-	}
-	if (netdev_prefix)
-		fake_netdev(root, netdev_prefix, pf, next_ifindex++);
+	fake_fn_devices(root, pf, ibdev, netdev_prefix);
 	for (unsigned i = 0; i < num; i++) {
 		char vf[13];
 

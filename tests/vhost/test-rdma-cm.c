@@ -678,17 +678,6 @@ static int setup(void **state)
 	return vt_spawn(&tenant_a, "a.sock", args_a) ? -1 : 0;
 }
 
-static int teardown(void **state)
-{
-	int r = 0;
-
-	(void)state;
-	if (tenant_a.running)
-		r = vt_stop(&tenant_a);
-	vt_cleanup();
-	return r ? -1 : 0;
-}
-
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,5 +698,5 @@ int main(int argc, char **argv)
 	addr_a = rig[1];
 	addr_b = rig[2];
 	netns_b = rig[3];
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return VT_RUN(tests, setup, NULL, &tenant_a);
 }

@@ -289,21 +289,6 @@ static int setup(void **state)
 	return vt_spawn(&back_a, "a.sock", args_a) || vt_spawn(&back_b, "b.sock", args_b) ? -1 : 0;
 }
 
-static int teardown(void **state)
-{
-	int r = 0;
-
-	(void)state;
-	if (back_a.running)
-		r |= vt_stop(&back_a);
-	if (back_b.running)
-		r |= vt_stop(&back_b);
-	if (back_small.running)
-		r |= vt_stop(&back_small);
-	vt_cleanup();
-	return r ? -1 : 0;
-}
-
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -316,5 +301,5 @@ int main(int argc, char **argv)
 	rt_require_rig((const char *const[]){ "VRDMA_RXE_DEV_A", "VRDMA_RXE_DEV_B", NULL }, rig);
 	dev_a = rig[0];
 	dev_b = rig[1];
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return VT_RUN(tests, setup, NULL, &back_a, &back_b, &back_small);
 }

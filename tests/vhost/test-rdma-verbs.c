@@ -975,21 +975,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	int r = 0;
-
-	(void)state;
-	/* Each must still be alive and exit 0 on SIGTERM. */
-	if (tenant_a.running)
-		r |= vt_stop(&tenant_a);
-	if (tenant_small.running)
-		r |= vt_stop(&tenant_small);
-	r |= vt_stop(&tenant_b);
-	vt_cleanup();
-	return r ? -1 : 0;
-}
-
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1021,5 +1006,6 @@ int main(int argc, char **argv)
 	rt_require_rig((const char *const[]){ "VRDMA_RXE_DEV_A", "VRDMA_RXE_DEV_B", NULL }, rig);
 	dev_a = rig[0];
 	dev_b = rig[1];
-	return cmocka_run_group_tests(tests, setup, teardown);
+	/* Each back end still running must exit 0 on SIGTERM. */
+	return VT_RUN(tests, setup, NULL, &tenant_a, &tenant_b, &tenant_small);
 }

@@ -201,6 +201,17 @@ static void reject_with_pipes(struct vuf_conn *c, uint32_t request, const void *
 	probes_assert_closed(&p, name);
 }
 
+/* A message without fds that must be refused, alone on a negotiated connection. */
+static void reject_alone(uint32_t request, const void *payload, uint32_t len, bool ack_ok,
+			 const char *name)
+{
+	struct vuf_conn *c = open_negotiated();
+
+	assert_int_equal(send_need_reply(c, request, payload, len, NULL, 0), 0);
+	expect_rejected(c, request, ack_ok, name);
+	end_case(c, name);
+}
+
 static int memfd_of(uint64_t size)
 {
 	int fd = memfd_create("hostile", MFD_CLOEXEC);
@@ -219,13 +230,10 @@ static void test_unknown_requests(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(codes); i++) {
-		struct vuf_conn *c = open_negotiated();
 		char name[64];
 
 		snprintf(name, sizeof(name), "unknown request %u", codes[i]);
-		assert_int_equal(send_need_reply(c, codes[i], &zero, 8, NULL, 0), 0);
-		expect_rejected(c, codes[i], true, name);
-		end_case(c, name);
+		reject_alone(codes[i], &zero, 8, true, name);
 	}
 	/* And with a pipe attached, before any negotiation. */
 	{
@@ -308,14 +316,11 @@ static void test_payload_size(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		struct vuf_conn *c = open_negotiated();
 		char name[64];
 
 		snprintf(name, sizeof(name), "request %u with %u payload bytes",
 			 cases[i].request, cases[i].size);
-		assert_int_equal(send_need_reply(c, cases[i].request, p, cases[i].size, NULL, 0), 0);
-		expect_rejected(c, cases[i].request, cases[i].ack_ok, name);
-		end_case(c, name);
+		reject_alone(cases[i].request, p, cases[i].size, cases[i].ack_ok, name);
 	}
 }
 
@@ -375,18 +380,17 @@ static void test_missing_fds(void **state)
 	struct vuf_region_desc r = { .gpa = 0, .size = MEMFD_SIZE, .uva = 0x10000000 };
 	uint8_t p[VUF_INFLIGHT_DESC_SIZE] = { 0 };
 	uint8_t table[VUF_MEM_TABLE_SIZE] = { 0 };
+	uint8_t log[VUF_LOG_DESC_SIZE] = { 0 };
+	uint8_t reg[8 + VUF_REGION_DESC_SIZE] = { 0 };
 	uint8_t ring_fd[8];
 	struct vuf_conn *c;
 	int ret;
 
 	(void)state;
-	c = open_negotiated();
 	put_le32(table, 1);
 	put_le64(table + 16, MEMFD_SIZE);
 	put_le64(table + 24, 0x10000000);
-	assert_int_equal(send_need_reply(c, VUF_SET_MEM_TABLE, table, sizeof(table), NULL, 0), 0);
-	expect_rejected(c, VUF_SET_MEM_TABLE, true, "mem table, 1 region, no fd");
-	end_case(c, "mem table, 1 region, no fd");
+	reject_alone(VUF_SET_MEM_TABLE, table, sizeof(table), true, "mem table, 1 region, no fd");
 
 	/* Two regions, one fd: the fd that did come must still be closed. */
 	c = open_negotiated();
@@ -408,43 +412,23 @@ static void test_missing_fds(void **state)
 	for (uint32_t req = VUF_SET_VRING_KICK; req <= VUF_SET_VRING_ERR; req++) {
 		char name[64];
 
-		c = open_negotiated();
 		snprintf(name, sizeof(name), "request %u without its fd", req);
 		put_le64(ring_fd, 0);
-		assert_int_equal(send_need_reply(c, req, ring_fd, 8, NULL, 0), 0);
-		expect_rejected(c, req, true, name);
-		end_case(c, name);
+		reject_alone(req, ring_fd, 8, true, name);
 	}
 
-	c = open_negotiated();
-	{
-		uint8_t log[VUF_LOG_DESC_SIZE] = { 0 };
+	/* SET_LOG_BASE's own reply is a u64: a non-zero one is a refusal. */
+	put_le64(log, 4096);
+	reject_alone(VUF_SET_LOG_BASE, log, sizeof(log), true, "SET_LOG_BASE without fd");
 
-		put_le64(log, 4096);
-		assert_int_equal(send_need_reply(c, VUF_SET_LOG_BASE, log, sizeof(log), NULL, 0), 0);
-		/* SET_LOG_BASE's own reply is a u64: a non-zero one is a refusal. */
-		expect_rejected(c, VUF_SET_LOG_BASE, true, "SET_LOG_BASE without fd");
-	}
-	end_case(c, "SET_LOG_BASE without fd");
+	put_le64(reg + 16, MEMFD_SIZE);
+	put_le64(reg + 24, 0x10000000);
+	reject_alone(VUF_ADD_MEM_REG, reg, sizeof(reg), true, "ADD_MEM_REG without fd");
 
-	c = open_negotiated();
-	{
-		uint8_t reg[8 + VUF_REGION_DESC_SIZE] = { 0 };
-
-		put_le64(reg + 16, MEMFD_SIZE);
-		put_le64(reg + 24, 0x10000000);
-		assert_int_equal(send_need_reply(c, VUF_ADD_MEM_REG, reg, sizeof(reg), NULL, 0), 0);
-		expect_rejected(c, VUF_ADD_MEM_REG, true, "ADD_MEM_REG without fd");
-	}
-	end_case(c, "ADD_MEM_REG without fd");
-
-	c = open_negotiated();
 	put_le64(p, 4096);
 	put_le16(p + 16, 1);
 	put_le16(p + 18, 8);
-	assert_int_equal(send_need_reply(c, VUF_SET_INFLIGHT_FD, p, sizeof(p), NULL, 0), 0);
-	expect_rejected(c, VUF_SET_INFLIGHT_FD, true, "SET_INFLIGHT_FD without fd");
-	end_case(c, "SET_INFLIGHT_FD without fd");
+	reject_alone(VUF_SET_INFLIGHT_FD, p, sizeof(p), true, "SET_INFLIGHT_FD without fd");
 }
 
 static void test_too_many_fds(void **state)
@@ -499,22 +483,16 @@ static void test_queue_index(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(states); i++) {
-		c = open_negotiated();
 		snprintf(name, sizeof(name), "request %u on queue %u", states[i].request,
 			 states[i].index);
 		put_le32(p, states[i].index);
 		put_le32(p + 4, 8);
-		assert_int_equal(send_need_reply(c, states[i].request, p, VUF_VRING_STATE_SIZE,
-						 NULL, 0), 0);
-		expect_rejected(c, states[i].request, states[i].ack_ok, name);
-		end_case(c, name);
+		reject_alone(states[i].request, p, VUF_VRING_STATE_SIZE, states[i].ack_ok, name);
 	}
-	c = open_negotiated();
 	memset(p, 0, sizeof(p));
 	put_le32(p, 1000);
-	assert_int_equal(send_need_reply(c, VUF_SET_VRING_ADDR, p, VUF_VRING_ADDR_SIZE, NULL, 0), 0);
-	expect_rejected(c, VUF_SET_VRING_ADDR, true, "SET_VRING_ADDR on queue 1000");
-	end_case(c, "SET_VRING_ADDR on queue 1000");
+	reject_alone(VUF_SET_VRING_ADDR, p, VUF_VRING_ADDR_SIZE, true,
+		     "SET_VRING_ADDR on queue 1000");
 	for (size_t i = 0; i < ARRAY_SIZE(ring_fds); i++) {
 		c = open_negotiated();
 		snprintf(name, sizeof(name), "request %u on queue %u with fd", ring_fds[i].request,
@@ -745,13 +723,10 @@ static void test_inflight(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(bad_get); i++) {
 		uint8_t p[VUF_INFLIGHT_DESC_SIZE] = { 0 };
 
-		c = open_negotiated();
 		put_le16(p + 16, bad_get[i].num_queues);
 		put_le16(p + 18, bad_get[i].queue_size);
-		assert_int_equal(send_need_reply(c, VUF_GET_INFLIGHT_FD, p, sizeof(p), NULL, 0), 0);
 		/* A u64 non-zero reply in place of the descriptor is a refusal. */
-		expect_rejected(c, VUF_GET_INFLIGHT_FD, true, bad_get[i].name);
-		end_case(c, bad_get[i].name);
+		reject_alone(VUF_GET_INFLIGHT_FD, p, sizeof(p), true, bad_get[i].name);
 	}
 
 	c = open_negotiated();
@@ -789,12 +764,9 @@ static void test_config_bad(void **state)
 	end_case(c, "SET_CONFIG offset wraps");
 
 	/* The size field says more than the payload carries. */
-	c = open_negotiated();
 	put_le32(p, 0);
 	put_le32(p + 4, 200);
-	assert_int_equal(send_need_reply(c, VUF_SET_CONFIG, p, sizeof(p), NULL, 0), 0);
-	expect_rejected(c, VUF_SET_CONFIG, true, "SET_CONFIG size beyond payload");
-	end_case(c, "SET_CONFIG size beyond payload");
+	reject_alone(VUF_SET_CONFIG, p, sizeof(p), true, "SET_CONFIG size beyond payload");
 
 	/* GET_CONFIG past the config space: an empty reply or a drop. */
 	c = open_negotiated();
@@ -812,6 +784,48 @@ static void test_config_bad(void **state)
 	}
 	end_case(c, "GET_CONFIG offset wraps");
 	free(m);
+}
+
+/*
+ * A request of a protocol feature the front end did not accept: refused
+ * (dropped, or a non-zero ack where the request has no reply of its own),
+ * and every fd it carried closed.  BACKEND_REQ is never in VT_PROTO_ALL.
+ */
+static void test_feature_not_negotiated(void **state)
+{
+	static const struct {
+		const char *name;
+		uint32_t request, feature, size;
+		size_t npipes;
+		bool ack_ok;
+	} cases[] = {
+		{ "GET_MAX_MEM_SLOTS", VUF_GET_MAX_MEM_SLOTS, VUF_PF_CONFIG_MEM_SLOTS, 0, 0, false },
+		{ "ADD_MEM_REG", VUF_ADD_MEM_REG, VUF_PF_CONFIG_MEM_SLOTS, 40, 1, true },
+		{ "REM_MEM_REG", VUF_REM_MEM_REG, VUF_PF_CONFIG_MEM_SLOTS, 40, 0, true },
+		{ "SET_LOG_BASE", VUF_SET_LOG_BASE, VUF_PF_LOG_SHMFD, 16, 1, false },
+		{ "SET_BACKEND_REQ_FD", VUF_SET_BACKEND_REQ_FD, VUF_PF_BACKEND_REQ, 0, 1, true },
+		{ "GET_CONFIG", VUF_GET_CONFIG, VUF_PF_CONFIG, 12, 0, false },
+		{ "SET_CONFIG", VUF_SET_CONFIG, VUF_PF_CONFIG, 12, 0, true },
+		{ "GET_INFLIGHT_FD", VUF_GET_INFLIGHT_FD, VUF_PF_INFLIGHT_SHMFD, 24, 0, false },
+		{ "SET_INFLIGHT_FD", VUF_SET_INFLIGHT_FD, VUF_PF_INFLIGHT_SHMFD, 24, 1, true },
+		{ "SET_STATUS", VUF_SET_STATUS, VUF_PF_STATUS, 8, 0, true },
+		{ "GET_STATUS", VUF_GET_STATUS, VUF_PF_STATUS, 0, 0, false },
+	};
+	uint8_t p[64] = { 0 };
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		uint64_t proto = VT_PROTO_ALL & ~VUF_BIT(cases[i].feature);
+		struct vuf_conn *c = open_raw();
+		char name[64];
+
+		snprintf(name, sizeof(name), "%s without its protocol feature", cases[i].name);
+		assert_int_equal(vuf_negotiate(c, VT_BLK_FEATURES, proto, NULL, NULL), 0);
+		assert_false(vuf_conn_protocol_features(c) & VUF_BIT(cases[i].feature));
+		reject_with_pipes(c, cases[i].request, p, cases[i].size, cases[i].npipes,
+				  cases[i].ack_ok, name);
+		end_case(c, name);
+	}
 }
 
 /* ---- virtqueue contents ---- */
@@ -1115,6 +1129,7 @@ int main(int argc, char **argv)
 		T(test_log_base),
 		T(test_inflight),
 		T(test_config_bad),
+		T(test_feature_not_negotiated),
 		T(test_q_self_loop),
 		T(test_q_long_cycle),
 		T(test_q_bogus_next),

@@ -42,6 +42,12 @@ static void rng_read(struct vt_dev *dev, uint64_t buf_gpa, uint8_t *out, uint32_
 	}
 }
 
+/* One queue of 16, started, on the rng back end d. */
+static void open_rng(struct vt_dev *dev, const struct vt_daemon *d)
+{
+	assert_int_equal(vt_dev_open(dev, d->sock, RNG_FEATURES, VT_PROTO_ALL, 1, 16, true), 0);
+}
+
 /* The bytes continue the cycle from *pos. */
 static void assert_cycle(const uint8_t *b, size_t len, unsigned *pos)
 {
@@ -84,8 +90,7 @@ static void test_cyclic_file(void **state)
 	uint64_t gpa;
 
 	(void)state;
-	assert_int_equal(vt_dev_open(&dev, file_rng.sock, RNG_FEATURES, VT_PROTO_ALL, 1, 16, true),
-			 0);
+	open_rng(&dev, &file_rng);
 	assert_int_equal(vuf_mem_alloc(dev.mem, sizeof(buf), 4096, &gpa), 0);
 	/* From offset 0, then across the end of the file several times. */
 	rng_read(&dev, gpa, buf, 100);
@@ -108,8 +113,7 @@ static void test_chain_and_indirect(void **state)
 	uint16_t head;
 
 	(void)state;
-	assert_int_equal(vt_dev_open(&dev, file_rng.sock, RNG_FEATURES, VT_PROTO_ALL, 1, 16, true),
-			 0);
+	open_rng(&dev, &file_rng);
 	for (int i = 0; i < 3; i++) {
 		bufs[i] = (struct vuf_buf){ .len = seg[i], .device_writes = true };
 		assert_int_equal(vuf_mem_alloc(dev.mem, seg[i], 4096, &bufs[i].gpa), 0);
@@ -150,12 +154,10 @@ static void test_instance_starts_at_zero(void **state)
 	 * a regular file is served from offset 0. So a second instance, opened
 	 * after the first has consumed bytes, starts at 0 too.
 	 */
-	assert_int_equal(vt_dev_open(&first, file_rng.sock, RNG_FEATURES, VT_PROTO_ALL, 1, 16,
-				     true), 0);
+	open_rng(&first, &file_rng);
 	assert_int_equal(vuf_mem_alloc(first.mem, sizeof(buf), 4096, &gpa1), 0);
 	rng_read(&first, gpa1, buf, 10);
-	assert_int_equal(vt_dev_open(&second, file_rng.sock, RNG_FEATURES, VT_PROTO_ALL, 1, 16,
-				     true), 0);
+	open_rng(&second, &file_rng);
 	assert_int_equal(vuf_mem_alloc(second.mem, sizeof(buf), 4096, &gpa2), 0);
 	rng_read(&second, gpa2, buf, sizeof(buf));
 	assert_cycle(buf, sizeof(buf), &pos);
@@ -170,8 +172,7 @@ static void test_urandom(void **state)
 	uint64_t gpa;
 
 	(void)state;
-	assert_int_equal(vt_dev_open(&dev, urandom_rng.sock, RNG_FEATURES, VT_PROTO_ALL, 1, 16,
-				     true), 0);
+	open_rng(&dev, &urandom_rng);
 	assert_int_equal(vuf_mem_alloc(dev.mem, sizeof(a), 4096, &gpa), 0);
 	rng_read(&dev, gpa, a, sizeof(a));
 	rng_read(&dev, gpa, b, sizeof(b));

@@ -95,22 +95,6 @@ static pid_t server_pid = -1;
 		exit(1);                                                  \
 	} while (0)
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_us(unsigned us)
 {
 	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
@@ -183,7 +167,7 @@ static const char *step_name(const char *what, unsigned ch)
 
 static void server_send(struct xport_conn *c, const struct wire_msg *m)
 {
-	int64_t deadline = now_ms() + STEP_MS;
+	int64_t deadline = monotonic_ms() + STEP_MS;
 
 	for (;;) {
 		struct xport_completion comp;
@@ -193,7 +177,7 @@ static void server_send(struct xport_conn *c, const struct wire_msg *m)
 			return;
 		if (r != -EAGAIN)
 			FAIL("send_copy: %s", strerror(-r));
-		if (now_ms() > deadline)
+		if (monotonic_ms() > deadline)
 			FAIL("send_copy kept failing with -EAGAIN for %d ms", STEP_MS);
 		r = xport_poll(c, &comp, 1);
 		if (r < 0)
@@ -245,7 +229,7 @@ static void serve(int port_fd, uint8_t *region)
 		FAIL("describe the region");
 	server_send(c, &m);
 
-	last_msg = now_ms();
+	last_msg = monotonic_ms();
 	for (;;) {
 		struct xport_completion comps[64];
 		/*
@@ -253,7 +237,7 @@ static void serve(int port_fd, uint8_t *region)
 		 * takes them; every other half second a batch, which lends out
 		 * several receive buffers at once.
 		 */
-		unsigned max = (now_ms() / 500) % 2 ? ARRAY_SIZE(comps) : 1;
+		unsigned max = (monotonic_ms() / 500) % 2 ? ARRAY_SIZE(comps) : 1;
 
 		r = xport_poll(c, comps, max);
 		if (r < 0) {
@@ -264,7 +248,7 @@ static void serve(int port_fd, uint8_t *region)
 			     NCHAN, acked);
 		}
 		if (r == 0) {
-			if (now_ms() - last_msg > SERVER_SILENCE_MS)
+			if (monotonic_ms() - last_msg > SERVER_SILENCE_MS)
 				FAIL("no message from the client for %d ms (%u of %u FINALs): stalled",
 				     SERVER_SILENCE_MS, finals, NCHAN);
 			xport_wait(c, 100);
@@ -278,7 +262,7 @@ static void serve(int port_fd, uint8_t *region)
 				FAIL("completion op %d: %s", comp->op, strerror(-comp->status));
 			if (comp->op != XPORT_OP_RECV)
 				continue; /* our own SENDs, were they signalled */
-			last_msg = now_ms();
+			last_msg = monotonic_ms();
 			if (comp->len != sizeof(in))
 				FAIL("message of %u bytes", comp->len);
 			memcpy(&in, comp->data, sizeof(in));
@@ -374,8 +358,8 @@ static void retry_eagain(struct client *cl, const char *what, unsigned ch,
 			FAIL("%s: %s", step_name(what, ch), strerror(-r));
 		cl->eagains++;
 		if (!deadline)
-			deadline = now_ms() + STEP_MS;
-		else if (now_ms() > deadline)
+			deadline = monotonic_ms() + STEP_MS;
+		else if (monotonic_ms() > deadline)
 			FAIL("%s: -EAGAIN for %d ms, nothing completes (iteration %" PRIu64
 			     ", %" PRIu64 " MiB sent): stalled",
 			     step_name(what, ch), STEP_MS, cl->iter, cl->bytes >> 20);
@@ -448,7 +432,7 @@ static void mark(struct client *cl, unsigned ch)
 /* A marker on every channel, then all markers back: at most STEP_MS. */
 static void drain(struct client *cl)
 {
-	int64_t deadline = now_ms() + STEP_MS;
+	int64_t deadline = monotonic_ms() + STEP_MS;
 
 	for (unsigned ch = 0; ch < NCHAN; ch++)
 		mark(cl, ch);
@@ -457,7 +441,7 @@ static void drain(struct client *cl)
 		client_reap(cl);
 		if (cl->marks_done == cl->marks_posted)
 			return;
-		if (now_ms() > deadline)
+		if (monotonic_ms() > deadline)
 			FAIL("drain: %" PRIu64 " of %" PRIu64 " markers back after %d ms "
 			     "(iteration %" PRIu64 ", %" PRIu64 " MiB sent): stalled",
 			     cl->marks_done, cl->marks_posted, STEP_MS, cl->iter, cl->bytes >> 20);
@@ -474,7 +458,7 @@ static void rate_limit(struct client *cl, uint64_t bytes)
 		return;
 	cl->bw_bytes += bytes;
 	due = cl->bw_start_ns + (uint64_t)((double)cl->bw_bytes / (double)max_bandwidth * 1e9);
-	for (uint64_t t = now_ns(); t < due; t = now_ns()) {
+	for (uint64_t t = monotonic_ns(); t < due; t = monotonic_ns()) {
 		uint64_t us = (due - t) / 1000 + 1;
 
 		sleep_us(us < 1000000 ? (unsigned)us : 1000000u);
@@ -573,7 +557,7 @@ static void client_connect(struct client *cl, int port)
 	if (r < 0)
 		FAIL("connect: %s", strerror(-r));
 	/* The descriptor of the server's region. */
-	deadline = now_ms() + STEP_MS;
+	deadline = monotonic_ms() + STEP_MS;
 	for (;;) {
 		struct xport_completion comp;
 		struct wire_msg m;
@@ -595,7 +579,7 @@ static void client_connect(struct client *cl, int port)
 				FAIL("server region of %" PRIu64 " bytes", cl->remote.len);
 			return;
 		}
-		if (now_ms() > deadline)
+		if (monotonic_ms() > deadline)
 			FAIL("no descriptor within %d ms", STEP_MS);
 		xport_wait(cl->conn, 100);
 	}
@@ -609,7 +593,7 @@ static void finish(struct client *cl)
 	flush(cl);
 	for (unsigned ch = 0; ch < NCHAN; ch++)
 		send_msg(cl, ch, MSG_FINAL, false);
-	deadline = now_ms() + STEP_MS;
+	deadline = monotonic_ms() + STEP_MS;
 	for (;;) {
 		struct xport_completion comp;
 		int r = xport_poll(cl->conn, &comp, 1);
@@ -632,7 +616,7 @@ static void finish(struct client *cl)
 				cl->marks_done++;
 			continue;
 		}
-		if (now_ms() > deadline)
+		if (monotonic_ms() > deadline)
 			FAIL("no acknowledgement within %d ms (%" PRIu64 " MiB sent): stalled",
 			     STEP_MS, cl->bytes >> 20);
 		xport_wait(cl->conn, 100);
@@ -642,7 +626,7 @@ static void finish(struct client *cl)
 static void run_client(int port, const uint8_t *region)
 {
 	struct client cl = { 0 };
-	int64_t end = now_ms() + (int64_t)seconds * 1000;
+	int64_t end = monotonic_ms() + (int64_t)seconds * 1000;
 	int memfd = memfd_create("stress-src", MFD_CLOEXEC);
 	uint8_t *ro;
 	int r;
@@ -661,9 +645,9 @@ static void run_client(int port, const uint8_t *region)
 	if (r < 0)
 		FAIL("register the source: %s", strerror(-r));
 
-	cl.bw_start_ns = now_ns();
-	cl.last_tick = now_ms();
-	for (cl.iter = 0; iterations ? cl.iter < iterations : now_ms() < end; cl.iter++) {
+	cl.bw_start_ns = monotonic_ns();
+	cl.last_tick = monotonic_ms();
+	for (cl.iter = 0; iterations ? cl.iter < iterations : monotonic_ms() < end; cl.iter++) {
 		unsigned dice = (unsigned)rnd_below(1000);
 
 		if (!rnd_below(500))
@@ -693,8 +677,8 @@ static void run_client(int port, const uint8_t *region)
 		} else {
 			write_random(&cl);
 		}
-		if (now_ms() - cl.last_tick >= TICK_MS) {
-			cl.last_tick = now_ms();
+		if (monotonic_ms() - cl.last_tick >= TICK_MS) {
+			cl.last_tick = monotonic_ms();
 			send_msg(&cl, 0, MSG_TICK, false);
 		}
 		/* Pacing: idle gaps of 0..5 ms. */
@@ -726,7 +710,7 @@ static void run_client(int port, const uint8_t *region)
 /* The server exits once the client hung up: give it STEP_MS. */
 static void reap_server(void)
 {
-	int64_t deadline = now_ms() + STEP_MS;
+	int64_t deadline = monotonic_ms() + STEP_MS;
 	int status;
 
 	for (;;) {
@@ -736,7 +720,7 @@ static void reap_server(void)
 			break;
 		if (p < 0)
 			FAIL("waitpid: %s", strerror(errno));
-		if (now_ms() > deadline)
+		if (monotonic_ms() > deadline)
 			FAIL("the server did not exit within %d ms", STEP_MS);
 		sleep_us(10000);
 	}

@@ -35,7 +35,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -64,14 +63,6 @@ static bool encrypt_stream;   /* --encrypt */
 		fputc('\n', stderr);                                      \
 		exit(1);                                                  \
 	} while (0)
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Deterministic bytes, different for every (seed, offset). */
 static uint8_t pattern_byte(uint32_t seed, size_t i)
@@ -211,7 +202,7 @@ struct msg {
 /* Next completion of any kind; RECV payloads are copied into m. */
 static int next_comp(struct xport_conn *c, struct msg *m, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = monotonic_ms() + timeout_ms;
 
 	for (;;) {
 		int n = xport_poll(c, &m->comp, 1);
@@ -223,9 +214,9 @@ static int next_comp(struct xport_conn *c, struct msg *m, int timeout_ms)
 				memcpy(m->data, m->comp.data, m->comp.len);
 			return 0;
 		}
-		if (now_ms() >= deadline)
+		if (monotonic_ms() >= deadline)
 			return -ETIMEDOUT;
-		n = xport_wait(c, (int)MAX(1, deadline - now_ms()));
+		n = xport_wait(c, (int)MAX(1, deadline - monotonic_ms()));
 		if (n < 0 && n != -ETIMEDOUT)
 			return n;
 	}
@@ -662,9 +653,9 @@ static int stream_until_error(struct xport_conn *c, pid_t victim, unsigned befor
 		}
 		if (killed_at < 0 && completed >= before_kill && victim > 0) {
 			kill(victim, SIGKILL);
-			killed_at = now_ms();
+			killed_at = monotonic_ms();
 		}
-		if (killed_at >= 0 && now_ms() - killed_at > KILL_DETECT_MS)
+		if (killed_at >= 0 && monotonic_ms() - killed_at > KILL_DETECT_MS)
 			FAIL("no error %d ms after the peer was killed", KILL_DETECT_MS);
 		if (r == 0 && n > 0)
 			xport_wait(c, 100);
@@ -675,7 +666,7 @@ out:
 		     strerror(-xport_conn_error(c)));
 	if (victim > 0)
 		printf("error seen %lld ms after the kill (%s), %u writes completed\n",
-		       (long long)(now_ms() - killed_at), strerror(-xport_conn_error(c)),
+		       (long long)(monotonic_ms() - killed_at), strerror(-xport_conn_error(c)),
 		       completed);
 	return 0;
 }
@@ -723,16 +714,16 @@ static void kill_client_scenario(void)
 			break;
 	}
 	kill(pid, SIGKILL);
-	killed_at = now_ms();
+	killed_at = monotonic_ms();
 	for (;;) {
 		struct msg m;
 		int r = next_comp(s.conn, &m, KILL_DETECT_MS);
 
-		if (r == -ETIMEDOUT || now_ms() - killed_at > KILL_DETECT_MS)
+		if (r == -ETIMEDOUT || monotonic_ms() - killed_at > KILL_DETECT_MS)
 			FAIL("receiver saw no error %d ms after the writer died", KILL_DETECT_MS);
 		if (r < 0) {
 			printf("receiver saw %s %lld ms after the kill\n", strerror(-r),
-			       (long long)(now_ms() - killed_at));
+			       (long long)(monotonic_ms() - killed_at));
 			break;
 		}
 	}

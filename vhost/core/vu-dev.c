@@ -2,9 +2,11 @@
 /*
  * One vhost-user connection: the handlers, one per request, and the
  * dispatcher.  By the time a handler runs, vu-proto.c has checked the
- * payload size, the fd count and the queue index.  A handler returns 0,
- * REPLIED when it sent its own reply, or -errno; REPLY_ACK is answered here,
- * generically.  Every fd still in the message afterwards is closed.
+ * payload size, the fd count and the queue index, and the dispatcher has
+ * checked that the front end negotiated the protocol feature of a GATED
+ * request.  A handler returns 0, REPLIED when it sent its own reply, or
+ * -errno; REPLY_ACK is answered here, generically.  Every fd still in the
+ * message afterwards is closed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -272,8 +274,6 @@ static int h_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
 
 static int h_get_max_mem_slots(struct vu_dev *dev, struct vu_msg *msg)
 {
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIGURE_MEM_SLOTS))
-		return -EOPNOTSUPP;
 	return vu_msg_send_reply_u64(dev->sock, msg, VU_MAX_MEM_SLOTS) ?: REPLIED;
 }
 
@@ -282,8 +282,6 @@ static int h_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_mem_desc d;
 	int ret;
 
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIGURE_MEM_SLOTS))
-		return -EOPNOTSUPP;
 	vu_decode_mem_reg(msg, &d);
 	ret = vu_mem_add(&dev->mem, &d, msg->fds[0]);
 	if (ret < 0)
@@ -297,8 +295,6 @@ static int h_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_mem_desc d;
 	int ret;
 
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIGURE_MEM_SLOTS))
-		return -EOPNOTSUPP;
 	vu_decode_mem_reg(msg, &d);
 	ret = vu_mem_remove(&dev->mem, &d);
 	if (ret < 0)
@@ -314,8 +310,6 @@ static int h_set_log_base(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_log_area area;
 	int ret;
 
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_LOG_SHMFD))
-		return -EOPNOTSUPP;
 	vu_decode_log_area(msg, &area);
 	ret = vu_log_set(&dev->log, msg->fds[0], area.mmap_size, area.mmap_offset);
 	if (ret < 0)
@@ -336,14 +330,23 @@ static struct vu_vq *queue_of(struct vu_dev *dev, uint32_t index)
 	return &dev->vqs[index]; /* index checked in vu-proto.c */
 }
 
+/* The ring a SET_VRING_NUM or SET_VRING_BASE names; NULL while it runs. */
+static struct vu_vq *stopped_queue_of(struct vu_dev *dev, const struct vu_msg *msg,
+				      struct vu_vring_state *s)
+{
+	struct vu_vq *vq;
+
+	vu_decode_vring_state(msg, s);
+	vq = queue_of(dev, s->index);
+	return vq->started ? NULL : vq;
+}
+
 static int h_set_vring_num(struct vu_dev *dev, struct vu_msg *msg)
 {
 	struct vu_vring_state s;
-	struct vu_vq *vq;
+	struct vu_vq *vq = stopped_queue_of(dev, msg, &s);
 
-	vu_decode_vring_state(msg, &s);
-	vq = queue_of(dev, s.index);
-	if (vq->started)
+	if (!vq)
 		return -EBUSY;
 	if (!is_power_of_2(s.num) || s.num > VU_MAX_QUEUE_SIZE)
 		return -EINVAL;
@@ -386,11 +389,9 @@ static int h_set_vring_addr(struct vu_dev *dev, struct vu_msg *msg)
 static int h_set_vring_base(struct vu_dev *dev, struct vu_msg *msg)
 {
 	struct vu_vring_state s;
-	struct vu_vq *vq;
+	struct vu_vq *vq = stopped_queue_of(dev, msg, &s);
 
-	vu_decode_vring_state(msg, &s);
-	vq = queue_of(dev, s.index);
-	if (vq->started)
+	if (!vq)
 		return -EBUSY;
 	if (s.num > UINT16_MAX)
 		return -EINVAL;
@@ -526,8 +527,6 @@ static int h_set_vring_enable(struct vu_dev *dev, struct vu_msg *msg)
 
 static int h_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
 {
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_BACKEND_REQ))
-		return -EOPNOTSUPP;
 	closep(&dev->backend_fd);
 	dev->backend_fd = vu_msg_take_fd(msg, 0);
 	return 0;
@@ -539,8 +538,6 @@ static int h_get_config(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_config_req req;
 	int ret;
 
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIG))
-		return -EOPNOTSUPP;
 	ret = vu_decode_config(msg, &req);
 	if (ret < 0)
 		return ret;
@@ -557,17 +554,10 @@ static int h_set_config(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_config_req req;
 	int ret;
 
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_CONFIG))
-		return -EOPNOTSUPP;
 	ret = vu_decode_config(msg, &req);
 	if (ret < 0)
 		return ret;
 	return dev->ops.set_config(dev->opaque, req.offset, req.data, req.size);
-}
-
-static bool inflight_supported(const struct vu_dev *dev)
-{
-	return vu_has_protocol_feature(dev, VU_PROTO_F_INFLIGHT_SHMFD);
 }
 
 /* Running queues point into the inflight area: it may not change under them. */
@@ -579,19 +569,27 @@ static bool any_queue_started(const struct vu_dev *dev)
 	return false;
 }
 
+/* GET_ and SET_INFLIGHT_FD: an area for at most our queues, none running. */
+static int decode_inflight(const struct vu_dev *dev, const struct vu_msg *msg,
+			   struct vu_inflight_desc *d)
+{
+	if (any_queue_started(dev))
+		return -EBUSY;
+	vu_decode_inflight(msg, d);
+	if (d->num_queues > dev->num_queues)
+		return -EINVAL;
+	return 0;
+}
+
 static int h_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
 {
 	struct vu_inflight_desc d;
 	uint8_t reply[24];
 	int ret;
 
-	if (!inflight_supported(dev))
-		return -EOPNOTSUPP;
-	if (any_queue_started(dev))
-		return -EBUSY;
-	vu_decode_inflight(msg, &d);
-	if (d.num_queues > dev->num_queues)
-		return -EINVAL;
+	ret = decode_inflight(dev, msg, &d);
+	if (ret < 0)
+		return ret;
 	ret = vu_inflight_create(&dev->inflight, d.num_queues, d.queue_size);
 	if (ret < 0)
 		return ret;
@@ -607,13 +605,9 @@ static int h_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
 	struct vu_inflight_desc d;
 	int fd, ret;
 
-	if (!inflight_supported(dev))
-		return -EOPNOTSUPP;
-	if (any_queue_started(dev))
-		return -EBUSY;
-	vu_decode_inflight(msg, &d);
-	if (d.num_queues > dev->num_queues)
-		return -EINVAL;
+	ret = decode_inflight(dev, msg, &d);
+	if (ret < 0)
+		return ret;
 	fd = vu_msg_take_fd(msg, 0);
 	ret = vu_inflight_adopt(&dev->inflight, fd, &d);
 	if (ret < 0)
@@ -625,8 +619,6 @@ static int h_set_status(struct vu_dev *dev, struct vu_msg *msg)
 {
 	uint64_t status;
 
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_STATUS))
-		return -EOPNOTSUPP;
 	vu_decode_u64(msg, &status);
 	if (status > UINT8_MAX)
 		return -EINVAL;
@@ -636,8 +628,6 @@ static int h_set_status(struct vu_dev *dev, struct vu_msg *msg)
 
 static int h_get_status(struct vu_dev *dev, struct vu_msg *msg)
 {
-	if (!vu_has_protocol_feature(dev, VU_PROTO_F_STATUS))
-		return -EOPNOTSUPP;
 	return vu_msg_send_reply_u64(dev->sock, msg, dev->status) ?: REPLIED;
 }
 
@@ -655,48 +645,64 @@ static int h_check_device_state(struct vu_dev *dev, struct vu_msg *msg)
 	return vu_state_check(dev, msg) ?: REPLIED;
 }
 
-static const vu_handler handlers[VU_REQUEST_MAX] = {
-	[VU_GET_FEATURES] = h_get_features,
-	[VU_SET_FEATURES] = h_set_features,
-	[VU_SET_OWNER] = h_set_owner,
-	[VU_RESET_OWNER] = h_reset,
-	[VU_RESET_DEVICE] = h_reset,
-	[VU_SET_MEM_TABLE] = h_set_mem_table,
-	[VU_GET_MAX_MEM_SLOTS] = h_get_max_mem_slots,
-	[VU_ADD_MEM_REG] = h_add_mem_reg,
-	[VU_REM_MEM_REG] = h_rem_mem_reg,
-	[VU_SET_LOG_BASE] = h_set_log_base,
-	[VU_SET_LOG_FD] = h_set_log_fd,
-	[VU_SET_VRING_NUM] = h_set_vring_num,
-	[VU_SET_VRING_ADDR] = h_set_vring_addr,
-	[VU_SET_VRING_BASE] = h_set_vring_base,
-	[VU_GET_VRING_BASE] = h_get_vring_base,
-	[VU_SET_VRING_KICK] = h_set_vring_kick,
-	[VU_SET_VRING_CALL] = h_set_vring_call,
-	[VU_SET_VRING_ERR] = h_set_vring_err,
-	[VU_GET_PROTOCOL_FEATURES] = h_get_protocol_features,
-	[VU_SET_PROTOCOL_FEATURES] = h_set_protocol_features,
-	[VU_GET_QUEUE_NUM] = h_get_queue_num,
-	[VU_SET_VRING_ENABLE] = h_set_vring_enable,
-	[VU_SET_BACKEND_REQ_FD] = h_set_backend_req_fd,
-	[VU_GET_CONFIG] = h_get_config,
-	[VU_SET_CONFIG] = h_set_config,
-	[VU_GET_INFLIGHT_FD] = h_get_inflight_fd,
-	[VU_SET_INFLIGHT_FD] = h_set_inflight_fd,
-	[VU_SET_STATUS] = h_set_status,
-	[VU_GET_STATUS] = h_get_status,
-	[VU_SET_DEVICE_STATE_FD] = h_set_device_state_fd,
-	[VU_CHECK_DEVICE_STATE] = h_check_device_state,
+struct handler {
+	vu_handler run;
+	uint64_t needs; /* protocol features the front end must have accepted */
+};
+
+#define HANDLER(req, fn) [VU_##req] = { (fn), 0 }
+/* Requests of a protocol feature: refused unless the feature was negotiated. */
+#define GATED(req, fn, feature) [VU_##req] = { (fn), 1ull << VU_PROTO_F_##feature }
+
+static const struct handler handlers[VU_REQUEST_MAX] = {
+	HANDLER(GET_FEATURES, h_get_features),
+	HANDLER(SET_FEATURES, h_set_features),
+	HANDLER(SET_OWNER, h_set_owner),
+	HANDLER(RESET_OWNER, h_reset),
+	HANDLER(RESET_DEVICE, h_reset),
+	HANDLER(SET_MEM_TABLE, h_set_mem_table),
+	HANDLER(SET_LOG_FD, h_set_log_fd),
+	HANDLER(SET_VRING_NUM, h_set_vring_num),
+	HANDLER(SET_VRING_ADDR, h_set_vring_addr),
+	HANDLER(SET_VRING_BASE, h_set_vring_base),
+	HANDLER(GET_VRING_BASE, h_get_vring_base),
+	HANDLER(SET_VRING_KICK, h_set_vring_kick),
+	HANDLER(SET_VRING_CALL, h_set_vring_call),
+	HANDLER(SET_VRING_ERR, h_set_vring_err),
+	HANDLER(GET_PROTOCOL_FEATURES, h_get_protocol_features),
+	HANDLER(SET_PROTOCOL_FEATURES, h_set_protocol_features),
+	HANDLER(GET_QUEUE_NUM, h_get_queue_num),
+	HANDLER(SET_VRING_ENABLE, h_set_vring_enable),
+	/* These two check their feature themselves: they answer -EINVAL. */
+	HANDLER(SET_DEVICE_STATE_FD, h_set_device_state_fd),
+	HANDLER(CHECK_DEVICE_STATE, h_check_device_state),
+	/* Only once the front end accepted the feature. */
+	GATED(GET_MAX_MEM_SLOTS, h_get_max_mem_slots, CONFIGURE_MEM_SLOTS),
+	GATED(ADD_MEM_REG, h_add_mem_reg, CONFIGURE_MEM_SLOTS),
+	GATED(REM_MEM_REG, h_rem_mem_reg, CONFIGURE_MEM_SLOTS),
+	GATED(SET_LOG_BASE, h_set_log_base, LOG_SHMFD),
+	GATED(SET_BACKEND_REQ_FD, h_set_backend_req_fd, BACKEND_REQ),
+	GATED(GET_CONFIG, h_get_config, CONFIG),
+	GATED(SET_CONFIG, h_set_config, CONFIG),
+	GATED(GET_INFLIGHT_FD, h_get_inflight_fd, INFLIGHT_SHMFD),
+	GATED(SET_INFLIGHT_FD, h_set_inflight_fd, INFLIGHT_SHMFD),
+	GATED(SET_STATUS, h_set_status, STATUS),
+	GATED(GET_STATUS, h_get_status, STATUS),
 };
 
 /* Runs one validated message; <0 means drop the connection. */
 static int handle(struct vu_dev *dev, struct vu_msg *msg)
 {
-	vu_handler h = handlers[msg->request];
+	const struct handler *h = &handlers[msg->request];
 	bool ack = (msg->flags & VU_FLAG_NEED_REPLY) &&
 		   vu_has_protocol_feature(dev, VU_PROTO_F_REPLY_ACK) &&
 		   !vu_request_has_reply(msg->request);
-	int ret = h ? h(dev, msg) : -EOPNOTSUPP;
+	int ret;
+
+	if (!h->run || (h->needs & ~dev->protocol_features))
+		ret = -EOPNOTSUPP;
+	else
+		ret = h->run(dev, msg);
 
 	vu_msg_close_fds(msg);
 	if (ret == REPLIED)

@@ -489,32 +489,26 @@ static void rdma_metrics(void *shared, GString *out)
 		    "the tenant's quota of RDMA objects, by kind");
 	for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++)
 		prom_sample(out, "vrdma_vhost_rdma_objects_limit", "kind", kinds[i], limit[i]);
-	prom_family(out, "vrdma_vhost_rdma_pinned_bytes", "gauge",
-		    "guest memory registered (pinned) by the tenant");
-	prom_sample(out, "vrdma_vhost_rdma_pinned_bytes", NULL, NULL, (double)sh->used.pinned_bytes);
-	prom_family(out, "vrdma_vhost_rdma_pinned_bytes_limit", "gauge",
-		    "the tenant's quota of pinned guest memory");
-	prom_sample(out, "vrdma_vhost_rdma_pinned_bytes_limit", NULL, NULL,
-		    (double)sh->limit.pinned_bytes);
-	prom_family(out, "vrdma_vhost_rdma_maps", "gauge",
-		    "the daemon's mappings of the tenant's guest pages (MRs, rings)");
-	prom_sample(out, "vrdma_vhost_rdma_maps", NULL, NULL, (double)sh->used.maps);
-	prom_family(out, "vrdma_vhost_rdma_maps_limit", "gauge",
-		    "the tenant's quota of mappings of guest pages");
-	prom_sample(out, "vrdma_vhost_rdma_maps_limit", NULL, NULL, (double)sh->limit.maps);
-	prom_family(out, "vrdma_vhost_rdma_work_requests", "gauge",
-		    "work requests the tenant's QP rings can hold");
-	prom_sample(out, "vrdma_vhost_rdma_work_requests", NULL, NULL, (double)sh->used.wrs);
+	prom_metric(out, "vrdma_vhost_rdma_pinned_bytes", "gauge",
+		    "guest memory registered (pinned) by the tenant",
+		    (double)sh->used.pinned_bytes);
+	prom_metric(out, "vrdma_vhost_rdma_pinned_bytes_limit", "gauge",
+		    "the tenant's quota of pinned guest memory", (double)sh->limit.pinned_bytes);
+	prom_metric(out, "vrdma_vhost_rdma_maps", "gauge",
+		    "the daemon's mappings of the tenant's guest pages (MRs, rings)",
+		    (double)sh->used.maps);
+	prom_metric(out, "vrdma_vhost_rdma_maps_limit", "gauge",
+		    "the tenant's quota of mappings of guest pages", (double)sh->limit.maps);
+	prom_metric(out, "vrdma_vhost_rdma_work_requests", "gauge",
+		    "work requests the tenant's QP rings can hold", (double)sh->used.wrs);
 	prom_family(out, "vrdma_vhost_rdma_work_requests_posted_total", "counter",
 		    "guest WQEs posted to the tenant's function, by queue");
 	prom_sample(out, "vrdma_vhost_rdma_work_requests_posted_total", "queue", "send",
 		    (double)sh->sends_posted);
 	prom_sample(out, "vrdma_vhost_rdma_work_requests_posted_total", "queue", "recv",
 		    (double)sh->recvs_posted);
-	prom_family(out, "vrdma_vhost_rdma_completions_total", "counter",
-		    "completions the function reported for guest WQEs");
-	prom_sample(out, "vrdma_vhost_rdma_completions_total", NULL, NULL,
-		    (double)sh->completions);
+	prom_metric(out, "vrdma_vhost_rdma_completions_total", "counter",
+		    "completions the function reported for guest WQEs", (double)sh->completions);
 }
 
 static const char *const rdma_capabilities[] = { "ibdev", NULL };
