@@ -16,3 +16,11 @@ int parse_u64_range(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 	*ret = v;
 	return 0;
 }
+
+const char *option_long_name(const struct option *longopts, int opt)
+{
+	for (; longopts->name; longopts++)
+		if (longopts->val == opt)
+			return longopts->name;
+	return "?";
+}
