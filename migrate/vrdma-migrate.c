@@ -303,6 +303,7 @@ static void usage(FILE *f)
 		"  --tls-encrypt         tcp: encrypt the whole stream (TLS records); incoming:\n"
 		"                        refuse sources that do not\n"
 		"  -h, --help            this text\n"
+		"  --version             the version, then exit\n"
 		"\n"
 		"Without --tls-creds or --psk-file the port is not authenticated: anyone who\n"
 		"reaches it first can write the guest's RAM. Use them, or a trusted network.\n"
@@ -362,6 +363,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		{ "tls-hostname", required_argument, NULL, 'H' },
 		{ "tls-encrypt", no_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	const char *addr = NULL;
@@ -371,6 +373,10 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 	if (argc < 2 || (strcmp(argv[1], "send") && strcmp(argv[1], "incoming"))) {
 		if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 			usage(stdout);
+			exit(EXIT_OK);
+		}
+		if (argc >= 2 && !strcmp(argv[1], "--version")) {
+			printf("vrdma-migrate %s\n", VRDMA_VERSION);
 			exit(EXIT_OK);
 		}
 		usage(stderr);
@@ -419,11 +425,11 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		case 'H': cli->auth.hostname = optarg; break;
 		case 'E': cfg->xopts.encrypt = true; break;
 		case 'h': usage(stdout); exit(EXIT_OK);
+		case 'V': printf("vrdma-migrate %s\n", VRDMA_VERSION); exit(EXIT_OK);
 		default: usage(stderr); return -EINVAL;
 		}
 		if (r < 0) {
-			log_error("invalid value '%s' for --%s", optarg,
-				  longopts[0].name ? "option" : "");
+			log_error("invalid value '%s' for --%s", optarg, option_long_name(longopts, opt));
 			return r;
 		}
 	}

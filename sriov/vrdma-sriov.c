@@ -42,6 +42,7 @@ static void usage(FILE *f)
 		"  --state-file PATH  pool state (default " SRIOV_DEFAULT_STATE ")\n"
 		"  --json             one JSON object on stdout per command\n"
 		"  -h, --help         this text (COMMAND --help: the command's)\n"
+		"  --version          the version, then exit\n"
 		"\n"
 		"Exit codes: 0 done, 1 failed (kernel, netlink, I/O), 2 usage, 3 no such\n"
 		"function/tenant, 4 busy (RDMA resources left, VFs in use, scrub pending),\n"
@@ -75,6 +76,7 @@ static int parse_global(int argc, char **argv, struct cli *cli)
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "test-no-netlink", no_argument, NULL, 'N' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	int opt;
@@ -87,6 +89,7 @@ static int parse_global(int argc, char **argv, struct cli *cli)
 		case 'j': cli->json = true; break;
 		case 'N': cli->ctx.nl = &nl_none; break;
 		case 'h': usage(stdout); exit(CLI_EXIT_OK);
+		case 'V': printf("vrdma-sriov %s\n", VRDMA_VERSION); exit(CLI_EXIT_OK);
 		default: usage(stderr); return -EINVAL;
 		}
 	}

@@ -1454,6 +1454,7 @@ static void usage(FILE *f)
 		"                          after it resends the whole RAM and lasts\n"
 		"  --quiet                 no progress messages on stderr\n"
 		"  -h, --help              this text\n"
+		"  --version               the version, then exit\n"
 		"\n"
 		"Prints one JSON report line on stdout at exit.  Exit status: 0 fine,\n"
 		"1 self-check failed or hash mismatch, 2 bad usage, 3 destination aborted,\n"
@@ -1615,6 +1616,7 @@ static int parse_args(int argc, char **argv, struct gs_opts *o)
 		{ "hold-at", required_argument, NULL, 'A' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	int opt;
@@ -1627,6 +1629,10 @@ static int parse_args(int argc, char **argv, struct gs_opts *o)
 	while ((opt = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
 		if (opt == 'h') {
 			usage(stdout);
+			exit(GS_EXIT_OK);
+		}
+		if (opt == 'V') {
+			printf("vrdma-guestsim %s\n", VRDMA_VERSION);
 			exit(GS_EXIT_OK);
 		}
 		if (opt == '?') {

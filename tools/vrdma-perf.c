@@ -345,6 +345,7 @@ static void usage(FILE *f)
 		"      --signal N         signal every N-th write (default 16)\n"
 		"      --zerocopy MODE    tcp: auto, on or off (default auto: large sends to another host)\n"
 		"  -h, --help             this text\n"
+		"      --version          the version, then exit\n"
 		"\n"
 		"Both sides must use the same --transport, --test, --size and --iters.\n"
 		"Bandwidth is in MiB/s (perftest's 'MB/sec').\n");
@@ -364,6 +365,7 @@ static int parse_args(int argc, char **argv, struct perf_cfg *cfg)
 		{ "signal", required_argument, NULL, 'S' },
 		{ "zerocopy", required_argument, NULL, 'Z' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	uint64_t v;
@@ -413,12 +415,16 @@ static int parse_args(int argc, char **argv, struct perf_cfg *cfg)
 		case 'h':
 			usage(stdout);
 			exit(0);
+		case 'V':
+			printf("vrdma-perf %s\n", VRDMA_VERSION);
+			exit(0);
 		default:
 			usage(stderr);
 			return -EINVAL;
 		}
 		if (r < 0) {
-			log_error("invalid value for option -%c: '%s'", opt, optarg);
+			log_error("invalid value for --%s: '%s'", option_long_name(longopts, opt),
+				  optarg);
 			return r;
 		}
 	}

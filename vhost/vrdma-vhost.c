@@ -381,6 +381,7 @@ struct options {
 	gchar *metrics_file;
 	gint metrics_interval;
 	gboolean verbose;
+	gboolean version;
 };
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -413,6 +414,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "metrics-interval", 0, 0, G_OPTION_ARG_INT, &o->metrics_interval, "seconds between metrics writes, 1..3600 (default 15)", "S" },
 		{ "rdma-prefault", 0, 0, G_OPTION_ARG_NONE, &o->rdma_prefault, "rdma: fill guest RAM's page tables when it is mapped, so registering MRs finds the pages in place (allocates all guest RAM)", NULL },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
+		{ "version", 0, 0, G_OPTION_ARG_NONE, &o->version, "print the version and exit", NULL },
 		{ NULL },
 	};
 	g_autoptr(GOptionContext) ctx = g_option_context_new("- vhost-user back end for vrdma");
@@ -443,6 +445,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	if (argc > 1) {
 		fprintf(stderr, "vrdma-vhost: unexpected argument '%s'\n", argv[1]);
 		return -EINVAL;
+	}
+	if (o->version) {
+		printf("vrdma-vhost %s\n", VRDMA_VERSION);
+		exit(EXIT_SUCCESS);
 	}
 	return 0;
 }
