@@ -49,6 +49,10 @@ struct source {
 	uint64_t t_start, t_progress, t_sync;
 	uint64_t bw_start_ns, bw_bytes; /* --max-bandwidth token bucket */
 	double last_bandwidth;          /* bytes/s of the last round */
+	/* What a FAIL from the destination means now: while it answers our
+	 * layout, it could not take this guest (layouts differ, its owner or
+	 * its registration failed): the set-up failed, not the peer. */
+	enum mig_failure dest_fail_class;
 };
 
 static uint64_t peer_deadline(const struct source *s)
@@ -180,7 +184,7 @@ static int peer_recv(struct source *s, struct peer_msg *m)
 			if (r < 0)
 				return fail(s, MIG_FAIL_PROTOCOL, r);
 			if (m->type == PEER_MSG_FAIL)
-				return fail(s, MIG_FAIL_PEER, m->u.error ? -m->u.error : -EIO);
+				return fail(s, s->dest_fail_class, m->u.error ? -m->u.error : -EIO);
 			return 0;
 		}
 		r = check_cancel(s);
@@ -660,7 +664,9 @@ static int setup(struct source *s)
 		if (r < 0)
 			return fail(s, MIG_FAIL_SETUP, r);
 	}
+	s->dest_fail_class = MIG_FAIL_SETUP;
 	r = recv_regions(s);
+	s->dest_fail_class = MIG_FAIL_PEER;
 	if (r < 0)
 		return r;
 	s->st->setup_time_ms = (monotonic_ns() - s->t_start) / 1000000;
@@ -681,7 +687,8 @@ static void tell_peer_failure(struct source *s)
 int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 	     struct mig_stats *ret_stats)
 {
-	struct source s = { .cfg = cfg, .fn = fn, .opaque = opaque, .st = ret_stats };
+	struct source s = { .cfg = cfg, .fn = fn, .opaque = opaque, .st = ret_stats,
+			    .dest_fail_class = MIG_FAIL_PEER };
 	int r;
 
 	memset(ret_stats, 0, sizeof(*ret_stats));

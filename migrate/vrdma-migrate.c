@@ -50,6 +50,15 @@ struct cli {
 
 static volatile sig_atomic_t cancelled;
 
+/* Why it failed, in words: EBADMSG in the set-up has one cause. */
+static const char *failure_reason(enum mig_failure f, int err)
+{
+	if (f == MIG_FAIL_SETUP && err == -EBADMSG)
+		return "the two guests' RAM layouts differ (number, names or sizes of the "
+		       "RAM blocks: compare both QEMUs' -m and memory backends)";
+	return strerror(-err);
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -91,7 +100,7 @@ static void add_stats(JsonBuilder *b, const struct mig_stats *st)
 	json_out_double(b, "dirty-pages-rate", st->dirty_pages_rate);
 	json_builder_end_object(b);
 	if (st->error)
-		json_out_str(b, "error-desc", strerror(-st->error));
+		json_out_str(b, "error-desc", failure_reason(st->failure, st->error));
 }
 
 static const char *event_name(enum mig_event_type t)
@@ -289,7 +298,9 @@ static void usage(FILE *f)
 		"  --max-bandwidth RATE  send: bytes/s, suffix K, M or G (x1024); default unlimited\n"
 		"  --max-rounds N        send: stop-and-copy after N rounds regardless (default 30)\n"
 		"  --verify              send: compare per-block xxh3 hashes at the end\n"
-		"  --timeout-ms N        give up after N ms of silence from the peer (default 30000)\n"
+		"  --timeout-ms N        give up after N ms of silence from the peer, connecting\n"
+		"                        and authenticating included (default 30000; 10000 to\n"
+		"                        connect)\n"
 		"  --json                newline-delimited JSON events on stdout\n"
 		"  --metrics-file PATH   the state after each event, Prometheus text format,\n"
 		"                        replaced atomically (node_exporter textfile collector)\n"
@@ -416,7 +427,11 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		case 'v': cfg->verify = true; break;
 		case 'm':
 			r = parse_u64_range(optarg, 100, 86400000, &v);
+			/* Silence is silence: while connecting and
+			 * authenticating too (the default set-up limit is
+			 * the transport's, 10 s). */
 			cfg->peer_timeout_ms = (int)v;
+			cfg->xopts.timeout_ms = (int)v;
 			break;
 		case 'j': cli->json = true; break;
 		case 'M': cli->metrics_path = optarg; break;
@@ -545,7 +560,7 @@ int main(int argc, char **argv)
 	if (!cli.json) {
 		if (r < 0)
 			log_error("migration failed (%s): %s", failure_text(st.failure),
-				  strerror(-r));
+				  failure_reason(st.failure, r));
 		print_summary(&st);
 	}
 	g_free((char *)cfg.host);
