@@ -30,6 +30,7 @@ struct dest {
 	struct xport_mr *mrs[OWNER_MAX_BLOCKS];
 	uint32_t flags;
 	uint64_t t_start;
+	bool source_gave_up; /* it sent FAIL: no need to tell it ours */
 };
 
 static void emit(struct dest *d, enum mig_event_type type)
@@ -71,8 +72,10 @@ static int recv_msg(struct dest *d, struct peer_msg *m)
 			r = peer_msg_decode(c.data, c.len, m);
 			if (r < 0)
 				return fail(d, MIG_FAIL_PROTOCOL, r);
-			if (m->type == PEER_MSG_FAIL)
+			if (m->type == PEER_MSG_FAIL) {
+				d->source_gave_up = true;
 				return fail(d, MIG_FAIL_PEER, m->u.error ? -m->u.error : -EIO);
+			}
 			return 0;
 		}
 		if (r == 1)
@@ -114,16 +117,23 @@ static int send_msg(struct dest *d, const struct peer_msg *m, unsigned flags)
 static int check_layout(struct dest *d)
 {
 	struct peer_msg m;
+	unsigned nblocks;
+	bool same;
 	int r = recv_msg(d, &m);
 
 	if (r < 0)
 		return r;
 	if (m.type != PEER_MSG_LAYOUT)
 		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
-	if (m.u.layout.nblocks != d->owner->nblocks)
-		return fail(d, MIG_FAIL_SETUP, -EBADMSG);
+	nblocks = m.u.layout.nblocks;
+	if (nblocks > OWNER_MAX_BLOCKS)
+		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+	same = nblocks == d->owner->nblocks;
 	d->flags = m.u.layout.flags;
-	for (unsigned bi = 0; bi < d->owner->nblocks; bi++) {
+	/* Every block the source announced is read, even after a mismatch:
+	 * closing on unread bytes resets the connection, and the source
+	 * would then see a broken peer instead of our FAIL. */
+	for (unsigned bi = 0; bi < nblocks; bi++) {
 		const struct owner_block *mine = &d->owner->blocks[bi].info;
 
 		r = recv_msg(d, &m);
@@ -131,11 +141,12 @@ static int check_layout(struct dest *d)
 			return r;
 		if (m.type != PEER_MSG_BLOCK || m.u.block.index != bi)
 			return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
-		if (m.u.block.size != mine->size || m.u.block.page_size != mine->page_size ||
+		if (!same || m.u.block.size != mine->size ||
+		    m.u.block.page_size != mine->page_size ||
 		    strcmp(m.u.block.name, mine->name) != 0)
-			return fail(d, MIG_FAIL_SETUP, -EBADMSG);
+			same = false;
 	}
-	return 0;
+	return same ? 0 : fail(d, MIG_FAIL_SETUP, -EBADMSG);
 }
 
 /*
@@ -319,11 +330,9 @@ int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 		ret_stats->status = "completed";
 		emit(&d, MIG_EV_COMPLETED);
 	} else {
-		struct peer_msg m = { .type = PEER_MSG_FAIL, .u.error = -r };
-		uint8_t buf[PEER_MAX_MSG];
-
-		if (d.conn && !xport_conn_error(d.conn))
-			xport_send_copy(d.conn, 0, buf, peer_msg_encode(&m, buf), 0, 0);
+		/* Best effort: the source may already be gone. */
+		if (!d.source_gave_up)
+			peer_send_fail(d.conn, r, PEER_FAIL_TIMEOUT_MS);
 		/* The owner discards what arrived. */
 		if (d.owner)
 			owner_session_finish(d.owner, OWNER_MSG_ABORT, r);

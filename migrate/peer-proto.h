@@ -66,4 +66,13 @@ size_t peer_msg_encode(const struct peer_msg *msg, uint8_t buf[PEER_MAX_MSG]);
 /* 0, -EBADMSG or -EPROTONOSUPPORT. */
 int peer_msg_decode(const void *buf, size_t len, struct peer_msg *ret_msg);
 
+/*
+ * Sends FAIL with ERR (-errno) on channel 0 and waits, at most TIMEOUT_MS,
+ * for the peer to hang up, so that our close does not overtake it
+ * (peer-fail.c).  0, or -errno: the peer may not have heard.
+ */
+int peer_send_fail(struct xport_conn *conn, int err, int timeout_ms);
+/* How long a failing engine waits for its FAIL to leave. */
+#define PEER_FAIL_TIMEOUT_MS 1000
+
 #endif

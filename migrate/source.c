@@ -53,6 +53,7 @@ struct source {
 	 * layout, it could not take this guest (layouts differ, its owner or
 	 * its registration failed): the set-up failed, not the peer. */
 	enum mig_failure dest_fail_class;
+	bool dest_gave_up; /* it sent FAIL: no need to tell it ours */
 };
 
 static uint64_t peer_deadline(const struct source *s)
@@ -107,8 +108,10 @@ static int reap(struct source *s)
 			struct peer_msg m;
 
 			if (peer_msg_decode(comp[i].data, comp[i].len, &m) == 0 &&
-			    m.type == PEER_MSG_FAIL)
-				return fail(s, MIG_FAIL_PEER, m.u.error ? -m.u.error : -EIO);
+			    m.type == PEER_MSG_FAIL) {
+				s->dest_gave_up = true;
+				return fail(s, s->dest_fail_class, m.u.error ? -m.u.error : -EIO);
+			}
 			return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
 		}
 		if (comp[i].cookie == MARK_COOKIE)
@@ -183,8 +186,10 @@ static int peer_recv(struct source *s, struct peer_msg *m)
 			r = peer_msg_decode(c.data, c.len, m);
 			if (r < 0)
 				return fail(s, MIG_FAIL_PROTOCOL, r);
-			if (m->type == PEER_MSG_FAIL)
+			if (m->type == PEER_MSG_FAIL) {
+				s->dest_gave_up = true;
 				return fail(s, s->dest_fail_class, m->u.error ? -m->u.error : -EIO);
+			}
 			return 0;
 		}
 		r = check_cancel(s);
@@ -654,6 +659,7 @@ static int setup(struct source *s)
 	for (unsigned bi = 0; bi < s->nblocks; bi++)
 		s->blocks[bi].ram = &s->owner->blocks[bi];
 	/* Both sides pin their RAM at the same time: registration is slow. */
+	s->dest_fail_class = MIG_FAIL_SETUP;
 	r = send_layout(s);
 	if (r < 0)
 		return r;
@@ -664,7 +670,6 @@ static int setup(struct source *s)
 		if (r < 0)
 			return fail(s, MIG_FAIL_SETUP, r);
 	}
-	s->dest_fail_class = MIG_FAIL_SETUP;
 	r = recv_regions(s);
 	s->dest_fail_class = MIG_FAIL_PEER;
 	if (r < 0)
@@ -677,11 +682,8 @@ static int setup(struct source *s)
 /* Best effort: the peer may already be gone. */
 static void tell_peer_failure(struct source *s)
 {
-	struct peer_msg m = { .type = PEER_MSG_FAIL, .u.error = -s->st->error };
-	uint8_t buf[PEER_MAX_MSG];
-
-	if (s->conn && !xport_conn_error(s->conn))
-		xport_send_copy(s->conn, 0, buf, peer_msg_encode(&m, buf), 0, 0);
+	if (!s->dest_gave_up)
+		peer_send_fail(s->conn, s->st->error, PEER_FAIL_TIMEOUT_MS);
 }
 
 int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
