@@ -54,6 +54,7 @@ struct source {
 	 * its registration failed): the set-up failed, not the peer. */
 	enum mig_failure dest_fail_class;
 	bool dest_gave_up; /* it sent FAIL: no need to tell it ours */
+	uint64_t round_t0, round_bytes0; /* the round being sent */
 };
 
 static uint64_t peer_deadline(const struct source *s)
@@ -234,6 +235,11 @@ static int maybe_progress(struct source *s)
 	if (t - s->t_progress < PROGRESS_NS)
 		return 0;
 	s->t_progress = t;
+	/* Round 0 is the long one: its rate so far, not a previous round's. */
+	if (s->st->rounds == 0 && t > s->round_t0) {
+		s->st->mbps = (double)(s->st->ram_transferred - s->round_bytes0) * 8 /
+			      ((double)(t - s->round_t0) / 1e9) / 1e6;
+	}
 	m.u.progress.round = s->st->rounds;
 	m.u.progress.bytes = s->st->ram_transferred;
 	emit(s, MIG_EV_PROGRESS);
@@ -329,6 +335,17 @@ static size_t data_end_page(const struct owner_ram_block *ram, size_t p)
  * Holes are skipped without being read; a page the guest writes after its
  * hole was skipped is in the dirty log, which runs already.
  */
+/* Bytes round 0 has not looked at yet: page P of block BI and after. */
+static uint64_t unscanned_bytes(const struct source *s, unsigned bi, size_t p)
+{
+	const struct owner_ram_block *ram = s->blocks[bi].ram;
+	uint64_t left = (uint64_t)(ram->npages - p) * ram->info.page_size;
+
+	for (unsigned b = bi + 1; b < s->nblocks; b++)
+		left += s->blocks[b].ram->info.size;
+	return left;
+}
+
 static int send_all_nonzero(struct source *s)
 {
 	for (unsigned bi = 0; bi < s->nblocks; bi++) {
@@ -356,6 +373,9 @@ static int send_all_nonzero(struct source *s)
 			while (p < data_end && p - start < MAX_RUN_PAGES &&
 			       !page_is_zero(ram->addr + p * ps, ps))
 				p++;
+			/* What progress reports as remaining, as QEMU does in
+			 * its first pass: the pages not sent yet. */
+			s->st->ram_remaining = unscanned_bytes(s, bi, p);
 			r = send_pages(s, bi, start, p - start);
 			if (r < 0)
 				return r;
@@ -459,7 +479,11 @@ static int run_round(struct source *s, bool first)
 {
 	uint64_t t0 = monotonic_ns(), bytes0 = s->st->ram_transferred, pages0 = s->st->normal;
 	double secs;
-	int r = first ? send_all_nonzero(s) : send_dirty(s);
+	int r;
+
+	s->round_t0 = t0;
+	s->round_bytes0 = bytes0;
+	r = first ? send_all_nonzero(s) : send_dirty(s);
 
 	if (r == 0)
 		r = drain(s);
