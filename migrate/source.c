@@ -330,11 +330,6 @@ static size_t data_end_page(const struct owner_ram_block *ram, size_t p)
 		   ram->npages);
 }
 
-/*
- * Round 0: every page except the zero ones (the destination starts zeroed).
- * Holes are skipped without being read; a page the guest writes after its
- * hole was skipped is in the dirty log, which runs already.
- */
 /* Bytes round 0 has not looked at yet: page P of block BI and after. */
 static uint64_t unscanned_bytes(const struct source *s, unsigned bi, size_t p)
 {
@@ -346,6 +341,11 @@ static uint64_t unscanned_bytes(const struct source *s, unsigned bi, size_t p)
 	return left;
 }
 
+/*
+ * Round 0: every page except the zero ones (the destination starts zeroed).
+ * Holes are skipped without being read; a page the guest writes after its
+ * hole was skipped is in the dirty log, which runs already.
+ */
 static int send_all_nonzero(struct source *s)
 {
 	for (unsigned bi = 0; bi < s->nblocks; bi++) {
