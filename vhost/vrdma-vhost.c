@@ -667,7 +667,8 @@ static char *metrics_instance_default(const struct options *o)
 	if (o->fd >= 0 && getsockname(o->fd, (struct sockaddr *)&sa, &len) == 0 &&
 	    sa.sun_family == AF_UNIX && len > offsetof(struct sockaddr_un, sun_path) &&
 	    sa.sun_path[0])
-		return g_strndup(sa.sun_path, len - offsetof(struct sockaddr_un, sun_path));
+		return g_strndup(sa.sun_path, MIN(len, sizeof(sa)) -
+						  offsetof(struct sockaddr_un, sun_path));
 	return g_strdup_printf("vrdma-vhost-%d", (int)getpid());
 }
 
