@@ -7,11 +7,12 @@
 
 #include "prom.h"
 
-void prom_family(GString *out, const char *name, const char *type, const char *help)
-{
-	g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
+struct prom {
+	GString *text;
+	char *id; /* the identifying label, rendered: key="escaped value" */
+};
 
+/* The text format's escapes in a label value: backslash, quote, newline. */
 static void append_label_value(GString *out, const char *v)
 {
 	for (; *v; v++) {
@@ -24,45 +25,97 @@ static void append_label_value(GString *out, const char *v)
 	}
 }
 
-void prom_sample(GString *out, const char *name, const char *label_key, const char *label_value,
-		 double value)
+struct prom *prom_new(const char *id_key, const char *id_value)
 {
-	g_string_append(out, name);
-	if (label_key) {
-		g_string_append_printf(out, "{%s=\"", label_key);
-		append_label_value(out, label_value ? label_value : "");
-		g_string_append(out, "\"}");
+	struct prom *p = g_new0(struct prom, 1);
+	GString *id = g_string_new(id_key);
+	/* Label values are UTF-8; a path need not be. */
+	g_autofree char *valid = g_utf8_make_valid(id_value ? id_value : "", -1);
+
+	g_string_append(id, "=\"");
+	append_label_value(id, valid);
+	g_string_append_c(id, '"');
+	p->id = g_string_free(id, FALSE);
+	p->text = g_string_new(NULL);
+	return p;
+}
+
+void prom_free(struct prom *p)
+{
+	if (!p)
+		return;
+	g_string_free(p->text, TRUE);
+	g_free(p->id);
+	g_free(p);
+}
+
+void prom_freep(struct prom **p)
+{
+	prom_free(*p);
+}
+
+const GString *prom_text(const struct prom *p)
+{
+	return p->text;
+}
+
+void prom_family(struct prom *p, const char *name, const char *type, const char *help)
+{
+	g_string_append_printf(p->text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void prom_sample_labels(struct prom *p, const char *name, const char *const *labels,
+			double number)
+{
+	GString *out = p->text;
+
+	g_string_append_printf(out, "%s{%s", name, p->id);
+	for (; labels && labels[0]; labels += 2) {
+		g_string_append_printf(out, ",%s=\"", labels[0]);
+		append_label_value(out, labels[1] ? labels[1] : "");
+		g_string_append_c(out, '"');
 	}
+	g_string_append_c(out, '}');
 	/* Integers stay integers (counters of bytes exceed float's %g digits). */
-	if (value >= -9.0e18 && value <= 9.0e18 && value == (double)(int64_t)value)
-		g_string_append_printf(out, " %lld\n", (long long)value);
+	if (number >= -9.0e18 && number <= 9.0e18 && number == (double)(int64_t)number)
+		g_string_append_printf(out, " %lld\n", (long long)number);
 	else
-		g_string_append_printf(out, " %.15g\n", value);
+		g_string_append_printf(out, " %.15g\n", number);
 }
 
-void prom_metric(GString *out, const char *name, const char *type, const char *help,
-		 double value)
+void prom_sample(struct prom *p, const char *name, const char *key, const char *value,
+		 double number)
 {
-	prom_family(out, name, type, help);
-	prom_sample(out, name, NULL, NULL, value);
+	const char *const labels[] = { key, value, NULL };
+
+	prom_sample_labels(p, name, labels, number);
 }
 
-void prom_process_cpu(GString *out)
+void prom_metric(struct prom *p, const char *name, const char *type, const char *help,
+		 double number)
 {
+	prom_family(p, name, type, help);
+	prom_sample(p, name, NULL, NULL, number);
+}
+
+void prom_process_cpu(struct prom *p, const char *prefix)
+{
+	g_autofree char *name = g_strconcat(prefix, "_cpu_seconds_total", NULL);
 	struct rusage ru;
 
 	if (getrusage(RUSAGE_SELF, &ru))
 		return;
-	prom_metric(out, "process_cpu_seconds_total", "counter",
+	prom_metric(p, name, "counter",
 		    "user and system CPU time spent by this process, in seconds",
 		    (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 			    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 }
 
-int prom_write_file(const char *path, const GString *out)
+int prom_write_file(const char *path, const struct prom *p)
 {
 	g_autofree char *tmp = g_strdup_printf("%s.tmp.%d", path, (int)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	const GString *out = p->text;
 	size_t done = 0;
 	int ret = 0;
 

@@ -25,6 +25,7 @@
 #include "migrate.h"
 #include "parse-num.h"
 #include "prom.h"
+#include "util.h"
 #include "xport-wire.h"
 
 enum exit_code {
@@ -44,6 +45,7 @@ struct cli {
 	bool incoming;
 	bool line_open;
 	const char *metrics_path; /* --metrics-file */
+	const char *metrics_instance; /* --metrics-instance: the vm="..." label */
 	bool metrics_warned;
 	struct xport_auth_cfg auth; /* --tls-creds, --psk-file, --tls-hostname */
 };
@@ -152,41 +154,47 @@ static void print_progress(struct cli *cli, const struct mig_stats *st)
 /* --metrics-file: the migration's state after each event, for dashboards. */
 static void write_metrics(struct cli *cli, const struct mig_stats *st)
 {
-	g_autoptr(GString) out = g_string_new(NULL);
+	_cleanup_(prom_freep) struct prom *out = prom_new("vm", cli->metrics_instance);
 	static const char *const phases[] = { "setup", "active", "device", "completed", "failed" };
+	const char *const info[] = { "role", cli->incoming ? "destination" : "source",
+				     "transport", xport_kind_name(st->transport), NULL };
 	int ret;
 
 	prom_family(out, "vrdma_migrate_info", "gauge", "this engine's side and transport");
-	g_string_append_printf(out, "vrdma_migrate_info{role=\"%s\",transport=\"%s\"} 1\n",
-			       cli->incoming ? "destination" : "source",
-			       xport_kind_name(st->transport));
+	prom_sample_labels(out, "vrdma_migrate_info", info, 1);
 	prom_family(out, "vrdma_migrate_phase", "gauge",
 		    "1 for the phase the migration is in (device: stop-and-copy)");
 	for (size_t i = 0; i < G_N_ELEMENTS(phases); i++)
 		prom_sample(out, "vrdma_migrate_phase", "phase", phases[i],
 			    st->status && !strcmp(st->status, phases[i]));
-	prom_family(out, "vrdma_migrate_ram_bytes", "gauge",
-		    "guest RAM: total, transferred so far, dirty at the last sync");
-	prom_sample(out, "vrdma_migrate_ram_bytes", "kind", "total", (double)st->ram_total);
-	prom_sample(out, "vrdma_migrate_ram_bytes", "kind", "transferred",
-		    (double)st->ram_transferred);
-	prom_sample(out, "vrdma_migrate_ram_bytes", "kind", "remaining", (double)st->ram_remaining);
-	prom_family(out, "vrdma_migrate_pages", "counter", "pages sent, and zero pages skipped");
-	prom_sample(out, "vrdma_migrate_pages", "kind", "sent", (double)st->normal);
-	prom_sample(out, "vrdma_migrate_pages", "kind", "zero", (double)st->duplicate);
-	prom_metric(out, "vrdma_migrate_rounds", "gauge", "pre-copy rounds so far",
+	prom_metric(out, "vrdma_migrate_ram_size_bytes", "gauge", "the guest's RAM",
+		    (double)st->ram_total);
+	prom_metric(out, "vrdma_migrate_ram_transferred_bytes_total", "counter",
+		    "guest RAM transferred so far", (double)st->ram_transferred);
+	prom_metric(out, "vrdma_migrate_ram_remaining_bytes", "gauge",
+		    "guest RAM still to send: dirty at the last sync, or not yet scanned in round 0",
+		    (double)st->ram_remaining);
+	prom_family(out, "vrdma_migrate_pages_total", "counter",
+		    "pages sent, and zero pages skipped");
+	prom_sample(out, "vrdma_migrate_pages_total", "kind", "sent", (double)st->normal);
+	prom_sample(out, "vrdma_migrate_pages_total", "kind", "zero", (double)st->duplicate);
+	prom_metric(out, "vrdma_migrate_rounds_total", "counter", "pre-copy rounds so far",
 		    (double)st->rounds);
-	prom_metric(out, "vrdma_migrate_rate_mbps", "gauge", "send rate of the last round, Mbit/s",
-		    st->mbps);
-	prom_metric(out, "vrdma_migrate_dirty_pages_rate", "gauge",
-		    "pages per second the guest dirtied in the last round", st->dirty_pages_rate);
-	prom_metric(out, "vrdma_migrate_throttle_percent", "gauge", "guest CPU throttle asked for",
-		    st->throttle_percent);
-	prom_family(out, "vrdma_migrate_time_ms", "gauge", "total, setup and downtime so far");
-	prom_sample(out, "vrdma_migrate_time_ms", "kind", "total", (double)st->total_time_ms);
-	prom_sample(out, "vrdma_migrate_time_ms", "kind", "setup", (double)st->setup_time_ms);
-	prom_sample(out, "vrdma_migrate_time_ms", "kind", "downtime", (double)st->downtime_ms);
-	prom_process_cpu(out);
+	prom_metric(out, "vrdma_migrate_send_rate_bytes_per_second", "gauge",
+		    "send rate of the last round", st->mbps * 1e6 / 8);
+	prom_metric(out, "vrdma_migrate_dirty_pages_per_second", "gauge",
+		    "pages the guest dirtied per second in the last round", st->dirty_pages_rate);
+	prom_metric(out, "vrdma_migrate_throttle_ratio", "gauge",
+		    "guest CPU throttle asked for, 0 to 1", st->throttle_percent / 100.0);
+	prom_metric(out, "vrdma_migrate_duration_seconds", "gauge",
+		    "time since the migration started; its total time once it ended",
+		    (double)st->total_time_ms / 1e3);
+	prom_metric(out, "vrdma_migrate_setup_seconds", "gauge",
+		    "time the set-up took (connection, layouts, registration)",
+		    (double)st->setup_time_ms / 1e3);
+	prom_metric(out, "vrdma_migrate_downtime_seconds", "gauge",
+		    "time the guest was stopped, so far", (double)st->downtime_ms / 1e3);
+	prom_process_cpu(out, "vrdma_migrate");
 	ret = prom_write_file(cli->metrics_path, out);
 	if (ret < 0 && !cli->metrics_warned)
 		log_warn("cannot write metrics to %s: %s (said once)", cli->metrics_path,
@@ -304,6 +312,9 @@ static void usage(FILE *f)
 		"  --json                newline-delimited JSON events on stdout\n"
 		"  --metrics-file PATH   the state after each event, Prometheus text format,\n"
 		"                        replaced atomically (node_exporter textfile collector)\n"
+		"  --metrics-instance NAME  the vm=\"NAME\" label every series carries, so\n"
+		"                        several engines' files share one textfile directory\n"
+		"                        (default: the --owner socket's path)\n"
 		"  --tls-creds DIR       authenticate both sides with x509 certificates, QEMU's\n"
 		"                        layout: ca-cert.pem, server-cert.pem and server-key.pem\n"
 		"                        (incoming), client-cert.pem and client-key.pem (send)\n"
@@ -369,6 +380,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		{ "timeout-ms", required_argument, NULL, 'm' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "metrics-file", required_argument, NULL, 'M' },
+		{ "metrics-instance", required_argument, NULL, 'I' },
 		{ "tls-creds", required_argument, NULL, 'C' },
 		{ "psk-file", required_argument, NULL, 'P' },
 		{ "tls-hostname", required_argument, NULL, 'H' },
@@ -435,6 +447,10 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 			break;
 		case 'j': cli->json = true; break;
 		case 'M': cli->metrics_path = optarg; break;
+		case 'I':
+			r = *optarg && g_utf8_validate(optarg, -1, NULL) ? 0 : -EINVAL;
+			cli->metrics_instance = optarg;
+			break;
 		case 'C': cli->auth.x509_dir = optarg; break;
 		case 'P': cli->auth.psk_file = optarg; break;
 		case 'H': cli->auth.hostname = optarg; break;
@@ -456,6 +472,9 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		log_error("%s needs %s and --owner", argv[1], cli->incoming ? "--listen" : "--to");
 		return -EINVAL;
 	}
+	/* The owner socket is this host's one name for the guest's RAM. */
+	if (!cli->metrics_instance)
+		cli->metrics_instance = cfg->owner_path;
 	if ((cli->auth.hostname || cfg->xopts.encrypt) && !cli->auth.x509_dir &&
 	    !cli->auth.psk_file) {
 		log_error("--tls-hostname and --tls-encrypt need --tls-creds or --psk-file");

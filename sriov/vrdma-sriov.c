@@ -2,7 +2,7 @@
 /*
  * vrdma-sriov: the operator's view of SR-IOV functions and the tenant pool.
  *
- *   vrdma-sriov [--sysfs-root DIR] [--state-file PATH] [--json] COMMAND ...
+ *   vrdma-sriov [--sysfs-root DIR] [--sriov-state PATH] [--json] COMMAND ...
  *
  * Humans get tables and one-line results on stdout, errors on stderr; with
  * --json every command prints exactly one JSON object on stdout (an "error"
@@ -21,7 +21,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: vrdma-sriov [--sysfs-root DIR] [--state-file PATH] [--json] COMMAND ...\n"
+		"Usage: vrdma-sriov [--sysfs-root DIR] [--sriov-state PATH] [--json] COMMAND ...\n"
 		"\n"
 		"SR-IOV functions (and plain RDMA devices) as a per-tenant pool.\n"
 		"\n"
@@ -39,7 +39,9 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  --sysfs-root DIR   sysfs to read (default /sys; tests use fake trees)\n"
-		"  --state-file PATH  pool state (default " SRIOV_DEFAULT_STATE ")\n"
+		"  --sriov-state PATH pool state (default " SRIOV_DEFAULT_STATE ";\n"
+		"                     vrdma-vhost's option of the same name)\n"
+		"  --state-file PATH  deprecated spelling of --sriov-state\n"
 		"  --json             one JSON object on stdout per command\n"
 		"  -h, --help         this text (COMMAND --help: the command's)\n"
 		"  --version          the version, then exit\n"
@@ -72,7 +74,8 @@ static int parse_global(int argc, char **argv, struct cli *cli)
 {
 	static const struct option longopts[] = {
 		{ "sysfs-root", required_argument, NULL, 'r' },
-		{ "state-file", required_argument, NULL, 's' },
+		{ "sriov-state", required_argument, NULL, 's' },
+		{ "state-file", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "test-no-netlink", no_argument, NULL, 'N' },
@@ -86,6 +89,11 @@ static int parse_global(int argc, char **argv, struct cli *cli)
 		switch (opt) {
 		case 'r': cli->ctx.sysfs_root = optarg; break;
 		case 's': cli->ctx.state_path = optarg; break;
+		case 'S':
+			/* The old name: unit files of operators still carry it. */
+			log_warn("--state-file is deprecated: use --sriov-state");
+			cli->ctx.state_path = optarg;
+			break;
 		case 'j': cli->json = true; break;
 		case 'N': cli->ctx.nl = &nl_none; break;
 		case 'h': usage(stdout); exit(CLI_EXIT_OK);

@@ -1424,12 +1424,14 @@ static int finish_dest(struct gs *g, enum gs_end end)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: vrdma-guestsim --socket PATH --role source|dest --ram-mib N [OPTIONS]\n"
+		"Usage: vrdma-guestsim --owner PATH --role source|dest --ram-mib N [OPTIONS]\n"
 		"\n"
 		"A fake guest that owns RAM in a memfd and serves the migration engine\n"
 		"over the owner protocol on a UNIX socket.\n"
 		"\n"
-		"  --socket PATH           listen here (SOCK_SEQPACKET)\n"
+		"  --owner PATH            the owner socket: listen here (SOCK_SEQPACKET); the\n"
+		"                          engine's --owner names the same path\n"
+		"  --socket PATH           deprecated spelling of --owner\n"
 		"  --role ROLE             source (runs a workload) or dest (receives)\n"
 		"  --ram-mib N             RAM size in MiB\n"
 		"  --blocks K              RAM blocks, 1..%d (default %d)\n"
@@ -1522,7 +1524,12 @@ static int parse_one(struct gs_opts *o, int opt, const char *arg)
 	int r;
 
 	switch (opt) {
-	case 'S': o->socket_path = arg; return 0;
+	case 'o': o->socket_path = arg; return 0;
+	case 'S':
+		/* The old name, in scripts written before --owner. */
+		log_warn("--socket is deprecated: use --owner");
+		o->socket_path = arg;
+		return 0;
 	case 'H': o->hash_file = arg; return 0;
 	case 'C': o->check_hash_file = arg; return 0;
 	case 'q': o->quiet = true; return 0;
@@ -1562,7 +1569,7 @@ static int check_opts(const struct gs_opts *o)
 	uint64_t bsize = total / o->nblocks / o->page_size * o->page_size;
 
 	if (!o->socket_path || !o->role || !o->ram_mib) {
-		log_error("--socket, --role and --ram-mib are required (see --help)");
+		log_error("--owner, --role and --ram-mib are required (see --help)");
 		return -EINVAL;
 	}
 	if (strlen(o->socket_path) + 12 > sizeof(((struct sockaddr_un *)0)->sun_path)) {
@@ -1600,6 +1607,7 @@ static int check_opts(const struct gs_opts *o)
 static int parse_args(int argc, char **argv, struct gs_opts *o)
 {
 	static const struct option longopts[] = {
+		{ "owner", required_argument, NULL, 'o' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "role", required_argument, NULL, 'r' },
 		{ "ram-mib", required_argument, NULL, 'm' },

@@ -14,6 +14,8 @@
 
 #include "vu.h"
 
+struct prom;
+
 struct vhost_device_args {
 	const char *blk_file;
 	bool read_only;
@@ -48,7 +50,7 @@ struct vhost_device_type {
 	int (*shared_fd)(void *shared);
 	void (*shared_ready)(void *shared);
 	/* Optional: the device's own metrics (prom.h families), appended. */
-	void (*metrics)(void *shared, GString *out);
+	void (*metrics)(void *shared, struct prom *out);
 };
 
 extern const struct vhost_device_type vhost_blk_type;

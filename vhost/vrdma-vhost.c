@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ struct daemon {
 	int lease_fd; /* held until exit: the pool does not release the VF under us */
 	/* --metrics-file: counters since start, written every interval */
 	const char *metrics_path;
+	char *metrics_instance; /* the backend="..." label of every series */
 	guint metrics_timer;
 	bool metrics_warned; /* a failed write is logged once */
 	uint64_t conns_total, conns_closed, refused_limit, refused_error;
@@ -379,6 +381,7 @@ struct options {
 	gint rdma_poll_us;
 	gboolean rdma_prefault;
 	gchar *metrics_file;
+	gchar *metrics_instance;
 	gint metrics_interval;
 	gboolean verbose;
 	gboolean version;
@@ -412,6 +415,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "rdma-poll-us", 0, 0, G_OPTION_ARG_INT, &o->rdma_poll_us, "rdma: after a send doorbell, keep polling its CQs and the doorbell queue until this long passes idle, 0..1000 (default 0: wait for interrupts and kicks)", "USEC" },
 		{ "metrics-file", 0, 0, G_OPTION_ARG_FILENAME, &o->metrics_file, "write counters here in the Prometheus text format (node_exporter's textfile collector), replaced atomically", "PATH" },
 		{ "metrics-interval", 0, 0, G_OPTION_ARG_INT, &o->metrics_interval, "seconds between metrics writes, 1..3600 (default 15)", "S" },
+		{ "metrics-instance", 0, 0, G_OPTION_ARG_STRING, &o->metrics_instance, "the backend=\"NAME\" label every series carries, so several back ends' files share one textfile directory (default: the listening socket's path)", "NAME" },
 		{ "rdma-prefault", 0, 0, G_OPTION_ARG_NONE, &o->rdma_prefault, "rdma: fill guest RAM's page tables when it is mapped, so registering MRs finds the pages in place (allocates all guest RAM)", NULL },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
 		{ "version", 0, 0, G_OPTION_ARG_NONE, &o->version, "print the version and exit", NULL },
@@ -512,6 +516,12 @@ static int check_usage(const struct options *o)
 		fprintf(stderr, "vrdma-vhost: --metrics-interval must be 1..3600\n");
 		return -EINVAL;
 	}
+	if (o->metrics_instance && (!*o->metrics_instance ||
+				    !g_utf8_validate(o->metrics_instance, -1, NULL))) {
+		fprintf(stderr, "vrdma-vhost: invalid value '%s' for --metrics-instance "
+			"(a non-empty UTF-8 name)\n", o->metrics_instance);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -588,14 +598,14 @@ static gint by_errno(gconstpointer a, gconstpointer b)
 	return GPOINTER_TO_INT(a) - GPOINTER_TO_INT(b);
 }
 
-static void metrics_render(const struct daemon *d, GString *out)
+static void metrics_render(const struct daemon *d, struct prom *out)
 {
 	g_autoptr(GList) errs = g_list_sort(g_hash_table_get_keys(d->drops), by_errno);
 
 	prom_family(out, "vrdma_vhost_info", "gauge", "the device type this back end serves");
 	prom_sample(out, "vrdma_vhost_info", "device", d->type->name, 1);
 	prom_metric(out, "vrdma_vhost_connections", "gauge", "front ends connected now", d->nconns);
-	prom_metric(out, "vrdma_vhost_connections_total", "counter",
+	prom_metric(out, "vrdma_vhost_connections_accepted_total", "counter",
 		    "front ends accepted and served since start", (double)d->conns_total);
 	prom_family(out, "vrdma_vhost_connections_refused_total", "counter",
 		    "front ends refused on accept: over --max-connections, or no instance");
@@ -618,12 +628,12 @@ static void metrics_render(const struct daemon *d, GString *out)
 	}
 	if (d->type->metrics && d->shared)
 		d->type->metrics(d->shared, out);
-	prom_process_cpu(out);
+	prom_process_cpu(out, "vrdma_vhost");
 }
 
 static void metrics_write(struct daemon *d)
 {
-	g_autoptr(GString) out = g_string_new(NULL);
+	_cleanup_(prom_freep) struct prom *out = prom_new("backend", d->metrics_instance);
 	int ret;
 
 	metrics_render(d, out);
@@ -638,6 +648,28 @@ static gboolean metrics_tick(gpointer data)
 {
 	metrics_write(data);
 	return G_SOURCE_CONTINUE;
+}
+
+/*
+ * The name in the backend="..." label when --metrics-instance gives none:
+ * the path of the socket QEMU connects to, which no other back end on the
+ * host can hold at the same time (socket activation and --fd included:
+ * the socket's own address).  An unnamed socket (a socketpair) falls back
+ * to the pid.
+ */
+static char *metrics_instance_default(const struct options *o)
+{
+	struct sockaddr_un sa = { 0 };
+	socklen_t len = sizeof(sa);
+
+	if (o->socket_path)
+		return g_strdup(o->socket_path);
+	if (o->fd >= 0 && getsockname(o->fd, (struct sockaddr *)&sa, &len) == 0 &&
+	    sa.sun_family == AF_UNIX && len > offsetof(struct sockaddr_un, sun_path) &&
+	    sa.sun_path[0])
+		return g_strndup(sa.sun_path, MIN(len, sizeof(sa)) -
+						  offsetof(struct sockaddr_un, sun_path));
+	return g_strdup_printf("vrdma-vhost-%d", (int)getpid());
 }
 
 /*
@@ -754,6 +786,8 @@ static int run(struct daemon *d, const struct options *o)
 		 d->socket_path ? d->socket_path : "");
 	if (o->metrics_file) {
 		d->metrics_path = o->metrics_file;
+		d->metrics_instance = o->metrics_instance ? g_strdup(o->metrics_instance)
+							  : metrics_instance_default(o);
 		metrics_write(d);
 		d->metrics_timer = g_timeout_add_seconds((guint)o->metrics_interval, metrics_tick, d);
 	}
@@ -791,6 +825,7 @@ static void daemon_cleanup(struct daemon *d)
 		close(d->lease_fd);
 	g_main_loop_unref(d->loop);
 	g_hash_table_destroy(d->drops);
+	g_free(d->metrics_instance);
 }
 
 static void options_clear(struct options *o)
@@ -805,6 +840,7 @@ static void options_clear(struct options *o)
 	g_free(o->sysfs_root);
 	g_free(o->sriov_state);
 	g_free(o->metrics_file);
+	g_free(o->metrics_instance);
 	g_strfreev(o->rdma_gids);
 }
 

@@ -474,7 +474,7 @@ static int rdma_instance_new(void *shared, struct vu_device_ops *ret_ops, void *
 }
 
 /* The tenant's objects and pinned memory against its quotas. */
-static void rdma_metrics(void *shared, GString *out)
+static void rdma_metrics(void *shared, struct prom *out)
 {
 	const struct rdma_shared *sh = shared;
 	static const char *const kinds[] = { "pd", "mr", "cq", "qp" };
@@ -492,7 +492,7 @@ static void rdma_metrics(void *shared, GString *out)
 	prom_metric(out, "vrdma_vhost_rdma_pinned_bytes", "gauge",
 		    "guest memory registered (pinned) by the tenant",
 		    (double)sh->used.pinned_bytes);
-	prom_metric(out, "vrdma_vhost_rdma_pinned_bytes_limit", "gauge",
+	prom_metric(out, "vrdma_vhost_rdma_pinned_limit_bytes", "gauge",
 		    "the tenant's quota of pinned guest memory", (double)sh->limit.pinned_bytes);
 	prom_metric(out, "vrdma_vhost_rdma_maps", "gauge",
 		    "the daemon's mappings of the tenant's guest pages (MRs, rings)",
