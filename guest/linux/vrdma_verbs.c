@@ -588,7 +588,11 @@ static int vrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *att
 
 	if (!udata)
 		return -EOPNOTSUPP; /* no kernel consumers (no DMA MR) */
-	if (attr->flags || attr->comp_vector)
+	/* A create flag the device does not offer is EOPNOTSUPP, as in rxe:
+	 * callers test for it to fall back. */
+	if (attr->flags)
+		return -EOPNOTSUPP;
+	if (attr->comp_vector)
 		return -EINVAL;
 	if (attr->cqe < 1 || attr->cqe > le32_to_cpu(dev->attr.max_cqe))
 		return -EINVAL;

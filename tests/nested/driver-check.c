@@ -17,6 +17,10 @@
  *       parameters, as a faulty device would answer) must fail with EIO.
  *   driver-check works DEV
  *       Creates and destroys a PD, an MR, a CQ and a QP (RESET to INIT).
+ *   driver-check cq-ex DEV
+ *       ibv_create_cq_ex: without create flags it works; with one the
+ *       device does not offer (IGNORE_OVERRUN) it fails with EOPNOTSUPP,
+ *       the verbs convention that callers test for to fall back.
  *
  * Each prints "DRIVER-CHECK ..." lines and exits 0 only when every
  * outcome is the expected one.
@@ -231,6 +235,34 @@ static int works(const char *dev)
 	return 0;
 }
 
+static int cq_ex(const char *dev)
+{
+	struct ibv_context *ctx = nested_open_device(dev);
+	struct ibv_cq_init_attr_ex attr = { .cqe = 8, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_cq_ex *cq;
+
+	if (!ctx)
+		return fail("ibv_open_device");
+	cq = ibv_create_cq_ex(ctx, &attr);
+	if (!cq)
+		return fail("ibv_create_cq_ex without flags");
+	if (ibv_destroy_cq(ibv_cq_ex_to_cq(cq)))
+		return fail("ibv_destroy_cq");
+	attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	attr.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+	errno = 0;
+	cq = ibv_create_cq_ex(ctx, &attr);
+	if (cq || errno != EOPNOTSUPP) {
+		printf("DRIVER-CHECK FAIL ibv_create_cq_ex with IGNORE_OVERRUN: %s, errno %d (%s), "
+		       "want EOPNOTSUPP\n", cq ? "created" : "refused", errno, strerror(errno));
+		return 1;
+	}
+	if (ibv_close_device(ctx))
+		return fail("ibv_close_device");
+	printf("DRIVER-CHECK %s cq-ex: an unsupported create flag is EOPNOTSUPP\n", dev);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -241,8 +273,11 @@ int main(int argc, char **argv)
 		return refused(argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[1], "works"))
 		return works(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "cq-ex"))
+		return cq_ex(argv[2]);
 	fprintf(stderr, "usage: driver-check hold DEV MIB destroy|exit SECONDS\n"
 			"       driver-check refused DEV qp|cq|port|query-qp|mr\n"
-			"       driver-check works DEV\n");
+			"       driver-check works DEV\n"
+			"       driver-check cq-ex DEV\n");
 	return 2;
 }
