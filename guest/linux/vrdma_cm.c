@@ -136,8 +136,14 @@ static void vrdma_event_addrs(struct iw_cm_event *ev, const struct vrdma_conn *c
 	ev->ord = conn->ird;
 }
 
-/* The last event of a connection with a cm_id; frees it.  cm_lock held. */
-static void vrdma_conn_end(struct vrdma_dev *dev, struct vrdma_conn *conn, int status)
+/*
+ * The last event of a connection with a cm_id; frees it.  A connect the
+ * peer refused carries the private data of its REJECT (@reply: the device's
+ * event, NULL where none), which rdma_cm hands to the application with
+ * RDMA_CM_EVENT_REJECTED.  cm_lock held.
+ */
+static void vrdma_conn_end(struct vrdma_dev *dev, struct vrdma_conn *conn, int status,
+			   const struct vrdma_cm_event *reply)
 {
 	struct iw_cm_event ev = {};
 	struct iw_cm_id *cm_id = conn->cm_id;
@@ -147,6 +153,10 @@ static void vrdma_conn_end(struct vrdma_dev *dev, struct vrdma_conn *conn, int s
 	} else {
 		ev.event = IW_CM_EVENT_CONNECT_REPLY;
 		ev.status = status ? status : -ECONNRESET;
+		if (reply && reply->pdata_len) {
+			ev.private_data = (void *)reply->pdata;
+			ev.private_data_len = reply->pdata_len; /* checked */
+		}
 	}
 	vrdma_event_addrs(&ev, conn);
 	if (conn->qp)
@@ -198,7 +208,7 @@ static void vrdma_cm_sync(struct vrdma_dev *dev)
 			continue;
 		vrdma_conn_forget(dev, conn);
 		if (conn->cm_id)
-			vrdma_conn_end(dev, conn, -ECONNRESET);
+			vrdma_conn_end(dev, conn, -ECONNRESET, NULL);
 		else
 			conn->gone = true; /* freed at iw_accept or iw_reject */
 	}
@@ -266,7 +276,7 @@ static void vrdma_cm_handle(struct vrdma_dev *dev, const struct vrdma_cm_event *
 			return;
 		if (status) {
 			vrdma_conn_forget(dev, conn);
-			vrdma_conn_end(dev, conn, -(int)status);
+			vrdma_conn_end(dev, conn, -(int)status, e);
 			return;
 		}
 		conn->established = true;
@@ -283,7 +293,7 @@ static void vrdma_cm_handle(struct vrdma_dev *dev, const struct vrdma_cm_event *
 		if (!conn)
 			return;
 		if (conn->cm_id)
-			vrdma_conn_end(dev, conn, -ECONNRESET);
+			vrdma_conn_end(dev, conn, -ECONNRESET, NULL);
 		else
 			conn->gone = true; /* freed at iw_accept or iw_reject */
 		return;
@@ -647,7 +657,7 @@ void vrdma_cm_qp_destroy(struct vrdma_dev *dev, struct vrdma_qp *qp)
 	conn = qp->conn;
 	if (conn) {
 		vrdma_conn_forget(dev, conn);
-		vrdma_conn_end(dev, conn, -ECONNABORTED);
+		vrdma_conn_end(dev, conn, -ECONNABORTED, NULL);
 	}
 	mutex_unlock(&dev->cm_lock);
 	wait_event(dev->cm_wait, atomic_read(&qp->cm_refs) == 0);
