@@ -88,6 +88,10 @@ static void restart_rings(struct vgd_qp *qp)
  * now (tens of bytes a level), so the daemon runs on a 256 KiB stack
  * here, which a recursion of this depth overflows and the loop does not
  * come near. */
+/* The stack limit to put back should the spawn fail with it lowered
+ * (rlim_cur 0: nothing to put back). */
+static struct rlimit saved_stack;
+
 static void test_bad_wqe_run(void **state)
 {
 	const struct vgd_qp_caps caps = { .sq_log2 = 14, .rq_log2 = 2, .max_send_sge = 1,
@@ -106,8 +110,10 @@ static void test_bad_wqe_run(void **state)
 	/* The daemon inherits the limit its main thread's stack grows to. */
 	assert_int_equal(getrlimit(RLIMIT_STACK, &stack), 0);
 	small_stack.rlim_max = stack.rlim_max;
+	saved_stack = stack;
 	assert_int_equal(setrlimit(RLIMIT_STACK, &small_stack), 0);
 	start_tenant(NULL);
+	saved_stack.rlim_cur = 0;
 	assert_int_equal(setrlimit(RLIMIT_STACK, &stack), 0);
 	assert_int_equal(rp_guest_open(tenant.sock, &g), 0);
 	open_qp(&g, &n, &caps, 14, &cq, &qp);
@@ -574,6 +580,16 @@ static int stop_leftover(void **state)
 	return 0;
 }
 
+/* A failed spawn must not leave the next tests with test_bad_wqe_run's
+ * small stack. */
+static int restore_stack(void **state)
+{
+	if (saved_stack.rlim_cur)
+		(void)setrlimit(RLIMIT_STACK, &saved_stack);
+	saved_stack.rlim_cur = 0;
+	return stop_leftover(state);
+}
+
 static int gid_test_teardown(void **state)
 {
 	/* The extra address goes, even when the test failed halfway (the
@@ -594,7 +610,7 @@ static int teardown(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_bad_wqe_run, stop_leftover),
+		cmocka_unit_test_teardown(test_bad_wqe_run, restore_stack),
 		cmocka_unit_test_teardown(test_rings_feed_each_other, stop_leftover),
 		cmocka_unit_test_teardown(test_reset_drops_old_completions, stop_leftover),
 		cmocka_unit_test_teardown(test_ring_memory_removed, stop_leftover),
