@@ -7,7 +7,8 @@
  *       Holds a PD, an MR over MIB MiB, a CQ and a QP on DEV, prints
  *       "HOLD ready" and waits up to SECONDS for IBV_EVENT_DEVICE_FATAL
  *       (meanwhile the harness kills and restarts DEV's back end).  Then
- *       the lost QP and CQ must refuse a post and an arm, and either every
+ *       the lost QP must refuse a post (an arm of the lost CQ returns 0:
+ *       uverbs drops the driver's answer), and either every
  *       destroy returns 0 (destroy) or the process exits holding it all
  *       and the kernel cleans up (exit).  The harness checks the guest's
  *       kernel log and that the pinned pages were released.
@@ -156,10 +157,12 @@ static int hold(const char *dev, size_t mib, int destroy, int seconds)
 	printf("DRIVER-CHECK post on the lost QP: %s\n", r ? strerror(r) : "accepted");
 	if (!r)
 		return 1;
+	/* The arm reaches the driver, which refuses it (vrdma_doorbell: a lost
+	 * epoch rings nothing), but the kernel's uverbs answers 0 whatever the
+	 * driver said (ib_uverbs_req_notify_cq): only that it returns, and
+	 * what the kernel log says, can be checked here. */
 	r = ibv_req_notify_cq(o.cq, 0);
-	printf("DRIVER-CHECK arm of the lost CQ: %s\n", r ? strerror(r) : "accepted");
-	if (!r)
-		return 1;
+	printf("DRIVER-CHECK arm of the lost CQ returned: %s\n", r ? strerror(r) : "0 (uverbs)");
 	if (!destroy) {
 		printf("DRIVER-CHECK exiting with every object held\n");
 		fflush(stdout);
