@@ -82,16 +82,16 @@ static void restart_rings(struct vgd_qp *qp)
 
 /* ---- work per call ---- */
 
+/* The stack limit to put back should the spawn fail with it lowered
+ * (rlim_cur 0: nothing to put back). */
+static struct rlimit saved_stack;
+
 /* Sixteen thousand refused WQEs behind one doorbell: as many error
  * completions, in order, one QP_FATAL, and the daemon lives.  It once
  * recursed per refused WQE (~20 KiB a frame then); its frames are small
  * now (tens of bytes a level), so the daemon runs on a 256 KiB stack
  * here, which a recursion of this depth overflows and the loop does not
  * come near. */
-/* The stack limit to put back should the spawn fail with it lowered
- * (rlim_cur 0: nothing to put back). */
-static struct rlimit saved_stack;
-
 static void test_bad_wqe_run(void **state)
 {
 	const struct vgd_qp_caps caps = { .sq_log2 = 14, .rq_log2 = 2, .max_send_sge = 1,
