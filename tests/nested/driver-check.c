@@ -12,12 +12,17 @@
  *       destroy returns 0 (destroy) or the process exits holding it all
  *       and the kernel cleans up (exit).  The harness checks the guest's
  *       kernel log and that the pinned pages were released.
- *   driver-check refused DEV CASE
- *       CASE is qp, cq, port, query-qp or mr: the verb whose response the
- *       harness has had the driver corrupt (the module's inject_*
- *       parameters, as a faulty device would answer) must fail with EIO.
- *   driver-check works DEV
- *       Creates and destroys a PD, an MR, a CQ and a QP (RESET to INIT).
+ *   driver-check responses DEV
+ *       For each verb in turn (create QP, create CQ, query port, query
+ *       QP, register MR), has the driver corrupt that verb's response as
+ *       a faulty device would answer (the module's inject_* parameters in
+ *       /sys/module/vrdma/parameters): the verb must fail with EIO, the
+ *       corruption must have been applied (inject_op back to 0), every
+ *       object made on the way must destroy with 0, and then the device
+ *       must work: a PD, an MR, a CQ and a QP (RESET to INIT) made and
+ *       destroyed.  One process for all five: a program start costs
+ *       seconds under nested TCG.  The harness checks the kernel log for
+ *       the driver's reason for each.
  *   driver-check cq-ex DEV
  *       ibv_create_cq_ex: without create flags it works; with one the
  *       device does not offer (IGNORE_OVERRUN) it fails with EOPNOTSUPP,
@@ -184,44 +189,40 @@ static int expect_eio(const char *what, int failed)
 	return 1;
 }
 
-static int refused(const char *dev, const char *what)
+/* The verb of one case, on objects made in o (the caller destroys them). */
+static int refused(struct objs *o, const char *what)
 {
-	struct objs o = { .ctx = nested_open_device(dev) };
+	static char page[4096] __attribute__((aligned(4096)));
 	struct ibv_port_attr port;
 	struct ibv_qp_attr attr;
 	struct ibv_qp_init_attr init;
-	char page[4096] __attribute__((aligned(4096)));
 	int r;
 
-	if (!o.ctx)
-		return fail("ibv_open_device");
-	o.pd = ibv_alloc_pd(o.ctx);
-	if (!o.pd)
+	o->pd = ibv_alloc_pd(o->ctx);
+	if (!o->pd)
 		return fail("ibv_alloc_pd");
-	if (!strcmp(what, "mr"))
-		return expect_eio(what, !ibv_reg_mr(o.pd, page, sizeof(page), IBV_ACCESS_LOCAL_WRITE));
+	if (!strcmp(what, "mr")) {
+		o->mr = ibv_reg_mr(o->pd, page, sizeof(page), IBV_ACCESS_LOCAL_WRITE);
+		return expect_eio(what, !o->mr);
+	}
 	if (!strcmp(what, "port")) {
-		r = ibv_query_port(o.ctx, 1, &port);
+		r = ibv_query_port(o->ctx, 1, &port);
 		errno = r;
 		return expect_eio(what, r != 0);
 	}
-	o.cq = ibv_create_cq(o.ctx, 8, NULL, NULL, 0);
+	o->cq = ibv_create_cq(o->ctx, 8, NULL, NULL, 0);
 	if (!strcmp(what, "cq"))
-		return expect_eio(what, !o.cq);
-	if (!o.cq)
+		return expect_eio(what, !o->cq);
+	if (!o->cq)
 		return fail("ibv_create_cq");
-	o.qp = make_qp(&o);
+	o->qp = make_qp(o);
 	if (!strcmp(what, "qp"))
-		return expect_eio(what, !o.qp);
-	if (!o.qp)
+		return expect_eio(what, !o->qp);
+	if (!o->qp)
 		return fail("ibv_create_qp");
-	if (!strcmp(what, "query-qp")) {
-		r = ibv_query_qp(o.qp, &attr, IBV_QP_STATE, &init);
-		errno = r;
-		return expect_eio(what, r != 0);
-	}
-	fprintf(stderr, "driver-check: unknown case %s\n", what);
-	return 2;
+	r = ibv_query_qp(o->qp, &attr, IBV_QP_STATE, &init);
+	errno = r;
+	return expect_eio(what, r != 0);
 }
 
 static int works(const char *dev)
@@ -236,6 +237,72 @@ static int works(const char *dev)
 		return 1;
 	printf("DRIVER-CHECK %s works\n", dev);
 	return 0;
+}
+
+static int set_param(const char *name, unsigned int value)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/vrdma/parameters/%s", name);
+	f = fopen(path, "w");
+	if (!f || fprintf(f, "%u\n", value) < 0 || fclose(f))
+		return fail(path);
+	return 0;
+}
+
+static unsigned int get_param(const char *name)
+{
+	char path[128];
+	unsigned int v = ~0u;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/vrdma/parameters/%s", name);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%u", &v) != 1)
+			v = ~0u;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Each case: the command, the byte offset in its response, the value. */
+static const struct {
+	const char *name;
+	unsigned int op, offset, value;
+} corruptions[] = {
+	{ "qp", 10, 8, 65535 },     /* CREATE_QP: max_send_wr above what was asked */
+	{ "cq", 8, 4, 1000000 },    /* CREATE_CQ: a capacity not the one asked */
+	{ "port", 2, 12, 100000 },  /* QUERY_PORT: a GID table of 100000 entries */
+	{ "query-qp", 12, 0, 99 },  /* QUERY_QP: state 99 */
+	{ "mr", 6, 0, 0 },          /* REG_MR: handle 0 (the driver resets the device) */
+};
+
+static int responses(const char *dev)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < sizeof(corruptions) / sizeof(corruptions[0]); i++) {
+		const char *name = corruptions[i].name;
+		struct objs o = { .ctx = nested_open_device(dev) };
+
+		if (!o.ctx)
+			return fail("ibv_open_device");
+		/* The op last: it arms the injection. */
+		if (set_param("inject_offset", corruptions[i].offset) ||
+		    set_param("inject_value", corruptions[i].value) ||
+		    set_param("inject_op", corruptions[i].op))
+			return 1;
+		bad |= refused(&o, name);
+		if (get_param("inject_op") != 0)
+			bad |= printf("DRIVER-CHECK FAIL %s: the corruption was never applied\n", name);
+		set_param("inject_op", 0);
+		if (destroy_all(&o))
+			bad |= printf("DRIVER-CHECK FAIL %s: a destroy after the refusal failed\n", name);
+		bad |= works(dev);
+	}
+	return bad != 0;
 }
 
 static int cq_ex(const char *dev)
@@ -272,15 +339,12 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "hold"))
 		return hold(argv[2], strtoul(argv[3], NULL, 10), !strcmp(argv[4], "destroy"),
 			    atoi(argv[5]));
-	if (argc == 4 && !strcmp(argv[1], "refused"))
-		return refused(argv[2], argv[3]);
-	if (argc == 3 && !strcmp(argv[1], "works"))
-		return works(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "responses"))
+		return responses(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "cq-ex"))
 		return cq_ex(argv[2]);
 	fprintf(stderr, "usage: driver-check hold DEV MIB destroy|exit SECONDS\n"
-			"       driver-check refused DEV qp|cq|port|query-qp|mr\n"
-			"       driver-check works DEV\n"
+			"       driver-check responses DEV\n"
 			"       driver-check cq-ex DEV\n");
 	return 2;
 }
