@@ -281,10 +281,16 @@ static int restore_qp_state(struct rdma_dev *d, const struct rdma_state_qp *rec)
 		m.attr_mask = transition_mask(path[i]);
 		r = rdma_qp_apply(d, qp, &m);
 	}
+	/* RESET goes nowhere but INIT: an error QP passes through it. */
 	if (!r && target == VRDMA_QPS_ERR) {
+		m.attr = (struct vrdma_qp_attr){ .qp_state = VRDMA_QPS_INIT, .port_num = 1 };
+		m.attr_mask = VRDMA_QP_STATE | VRDMA_QP_PKEY_INDEX | VRDMA_QP_PORT |
+			      VRDMA_QP_ACCESS_FLAGS;
+		r = rdma_qp_apply(d, qp, &m);
 		m.attr.qp_state = VRDMA_QPS_ERR;
 		m.attr_mask = VRDMA_QP_STATE;
-		r = rdma_qp_apply(d, qp, &m);
+		if (!r)
+			r = rdma_qp_apply(d, qp, &m);
 	}
 	return r;
 }
