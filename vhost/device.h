@@ -34,6 +34,10 @@ struct vhost_device_args {
 	unsigned int n_rdma_gids;
 	unsigned int rdma_poll_us; /* rdma: spin on the send CQ after a doorbell */
 	bool rdma_prefault; /* rdma: fill guest RAM's page tables at SET_MEM_TABLE */
+	/* rdma: the peer protocol's port on the tenant's GIDs (0: off) and
+	 * its pre-shared key file (docs/migration-rdma.md). */
+	uint16_t rdma_peer_port;
+	const char *rdma_peer_psk;
 };
 
 struct vhost_device_type {

@@ -380,6 +380,8 @@ struct options {
 	gchar **rdma_gids;
 	gint rdma_poll_us;
 	gboolean rdma_prefault;
+	gint rdma_peer_port;
+	gchar *rdma_peer_psk;
 	gchar *metrics_file;
 	gchar *metrics_instance;
 	gint metrics_interval;
@@ -417,6 +419,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "metrics-interval", 0, 0, G_OPTION_ARG_INT, &o->metrics_interval, "seconds between metrics writes, 1..3600 (default 15)", "S" },
 		{ "metrics-instance", 0, 0, G_OPTION_ARG_STRING, &o->metrics_instance, "the backend=\"NAME\" label every series carries, so several back ends' files share one textfile directory (default: the listening socket's path)", "NAME" },
 		{ "rdma-prefault", 0, 0, G_OPTION_ARG_NONE, &o->rdma_prefault, "rdma: fill guest RAM's page tables when it is mapped, so registering MRs finds the pages in place (allocates all guest RAM)", NULL },
+		{ "rdma-peer-port", 0, 0, G_OPTION_ARG_INT, &o->rdma_peer_port, "rdma: TCP port of the peer protocol, on each of the tenant's IPv4 GID addresses: connections to guests behind other vrdma back ends then survive either guest's live migration; the same port on every host (default 0: off, such connections fail at a migration)", "PORT" },
+		{ "rdma-peer-psk", 0, 0, G_OPTION_ARG_FILENAME, &o->rdma_peer_psk, "rdma: the pre-shared key file (psktool's IDENTITY:HEXKEY lines) the peer protocol authenticates back ends with; required with --rdma-peer-port", "FILE" },
 		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "log more", NULL },
 		{ "version", 0, 0, G_OPTION_ARG_NONE, &o->version, "print the version and exit", NULL },
 		{ NULL },
@@ -510,6 +514,12 @@ static int check_usage(const struct options *o)
 	    o->rdma_poll_us < 0 || o->rdma_poll_us > 1000) {
 		fprintf(stderr, "vrdma-vhost: the --max-* quotas must be >= 0 "
 			"(--max-pinned-mib at most 16 TiB), --rdma-poll-us 0..1000\n");
+		return -EINVAL;
+	}
+	if (o->rdma_peer_port < 0 || o->rdma_peer_port > 65535 ||
+	    (o->rdma_peer_port && !o->rdma_peer_psk)) {
+		fprintf(stderr, "vrdma-vhost: --rdma-peer-port must be 0..65535, "
+			"and needs --rdma-peer-psk\n");
 		return -EINVAL;
 	}
 	if (o->metrics_interval < 1 || o->metrics_interval > 3600) {
@@ -733,6 +743,8 @@ static int run(struct daemon *d, const struct options *o)
 		.rdma_gids = (const uint8_t (*)[16])gids,
 		.rdma_poll_us = (unsigned int)o->rdma_poll_us,
 		.rdma_prefault = o->rdma_prefault,
+		.rdma_peer_port = (uint16_t)o->rdma_peer_port,
+		.rdma_peer_psk = o->rdma_peer_psk,
 	};
 	int ret;
 
@@ -840,6 +852,7 @@ static void options_clear(struct options *o)
 	g_free(o->sysfs_root);
 	g_free(o->sriov_state);
 	g_free(o->metrics_file);
+	g_free(o->rdma_peer_psk);
 	g_free(o->metrics_instance);
 	g_strfreev(o->rdma_gids);
 }

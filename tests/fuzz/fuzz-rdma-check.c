@@ -238,9 +238,17 @@ static int st_event(void *o, const struct vrdma_event *ev)
 	return 0;
 }
 
+static int st_peer(void *o, const struct rdma_state_peer *peer)
+{
+	(void)o;
+	FUZZ_CHECK(peer->n_rkeys <= RDMA_STATE_MAX_PEER_RKEYS);
+	return 0;
+}
+
 static void device_state(const uint8_t *buf, size_t len, const struct rdma_limits *lim)
 {
-	static const struct rdma_state_ops ops = { st_begin, st_pd, st_mr, st_cq, st_qp, st_event };
+	static const struct rdma_state_ops ops = { st_begin, st_pd, st_mr, st_cq,
+						   st_qp,    st_event, st_peer };
 
 	const struct rdma_quota limit = { 64, 64, 64, 64, 1ull << 30, 1ull << 20, 0 };
 	const struct rdma_quota used = { 0 };

@@ -36,6 +36,8 @@ struct seen {
 	struct rdma_state_cq cq;
 	struct rdma_state_qp qp;
 	struct vrdma_event ev;
+	struct rdma_state_peer peer;
+	uint32_t peer_rkey1_host;
 	int fail_at; /* the nth record returns an error (0: none) */
 };
 
@@ -84,7 +86,16 @@ static int on_event(void *o, const struct vrdma_event *ev)
 	return note(o, 'e');
 }
 
-static const struct rdma_state_ops ops = { on_begin, on_pd, on_mr, on_cq, on_qp, on_event };
+static int on_peer(void *o, const struct rdma_state_peer *peer)
+{
+	struct seen *s = o;
+
+	s->peer = *peer;
+	s->peer_rkey1_host = peer->n_rkeys > 1 ? (uint32_t)ut_ld(peer->rkeys + 12, 4) : 0;
+	return note(o, 'P');
+}
+
+static const struct rdma_state_ops ops = { on_begin, on_pd, on_mr, on_cq, on_qp, on_event, on_peer };
 
 static int decode(const uint8_t *data, size_t len, struct seen *s)
 {
@@ -100,7 +111,24 @@ struct shape {
 	bool second_mr_same_lkey;
 	bool second_qp_same_qpn;
 	uint32_t mr_pd, qp_recv_cq; /* 0: the ones the state has */
+	unsigned int peers;         /* PEER records, all for the QP... */
+	uint32_t peer_qp;           /* ...or this one */
 };
+
+/* The QP's peer elsewhere, with two rkeys of a peer that moved before. */
+static void put_peers(struct rdma_state_writer *w, const struct shape *x, uint32_t qp)
+{
+	static const uint8_t rkeys[16] = { 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0 };
+	struct rdma_state_peer peer = {
+		.qp = x->peer_qp ? x->peer_qp : qp, .n_rkeys = 2, .rkeys = rkeys,
+		.link = { .qpn = 0x12, .from_qpn = 0x11, .token = { 0xaa, [15] = 0x55 },
+			  .gid = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 2 },
+			  .from_gid = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 1 } },
+	};
+
+	for (unsigned int i = 0; i < x->peers; i++)
+		rdma_state_put_peer(w, &peer);
+}
 
 static uint8_t *make_shaped(const struct shape *x, size_t *ret_len)
 {
@@ -154,6 +182,7 @@ static uint8_t *make_shaped(const struct shape *x, size_t *ret_len)
 		rdma_state_put_qp(&w, &qp, qp_pages);
 	}
 	rdma_state_put_event(&w, &ev);
+	put_peers(&w, x, qp.handle);
 	return rdma_state_end(&w, ret_len);
 }
 
@@ -399,6 +428,47 @@ static void test_whole_state(void **state)
 				      &(struct rdma_quota){ .qps = 1 }), VRDMA_ENOSPC);
 }
 
+/* A QP's peer elsewhere: what the destination needs to have the peer's
+ * back end connect to it, read back as written; refused for a QP the
+ * state does not have, twice for one QP, or with its rkeys cut short. */
+static void test_peer_record(void **state)
+{
+	const struct rdma_quota room = { .pds = 1, .mrs = 1, .cqs = 1, .qps = 1,
+					 .pinned_bytes = 8192, .wrs = 6 };
+	const struct rdma_quota none = { 0 };
+	struct seen s = { .log = g_string_new(NULL) };
+	g_autofree uint8_t *data = NULL;
+	size_t len;
+
+	(void)state;
+	data = make_shaped(&(struct shape){ .peers = 1 }, &len);
+	assert_int_equal(decode(data, len, &s), 0);
+	assert_string_equal(s.log->str, "pmcqeP");
+	assert_int_equal(s.peer.qp, H(2, 1));
+	assert_int_equal(s.peer.link.qpn, 0x12);
+	assert_int_equal(s.peer.link.from_qpn, 0x11);
+	assert_int_equal(s.peer.link.token[0], 0xaa);
+	assert_int_equal(s.peer.link.token[15], 0x55);
+	assert_int_equal(s.peer.link.gid[15], 2);
+	assert_int_equal(s.peer.link.from_gid[15], 1);
+	assert_int_equal(s.peer.n_rkeys, 2);
+	assert_int_equal(s.peer_rkey1_host, 4);
+	assert_int_equal(check_shaped(&(struct shape){ .peers = 1 }, &room, &none), VRDMA_OK);
+	assert_int_equal(check_shaped(&(struct shape){ .peers = 1, .peer_qp = H(6, 1) }, &room,
+				      &none), VRDMA_ENOENT);
+	assert_int_equal(check_shaped(&(struct shape){ .peers = 2 }, &room, &none),
+			 VRDMA_EINVAL);
+	/* The record one rkey pair shorter than it says it holds. */
+	ut_st32(data + record_at(data, 5) + 4, 64 + 8);
+	assert_int_equal(decode(data, record_at(data, 5) + 8 + 64 + 8, &s), VRDMA_EINVAL);
+	ut_st32(data + record_at(data, 5) + 4, 64 + 16);
+	assert_int_equal(decode(data, len, &s), 0);
+	/* A peer QP number of 25 bits. */
+	ut_st32(data + record_at(data, 5) + 8 + 4, 1u << 24);
+	assert_int_equal(decode(data, len, &s), VRDMA_EINVAL);
+	g_string_free(s.log, TRUE);
+}
+
 /* Handles placed where a migrated guest had them (rdma-table.c). */
 static void test_table_add_at(void **state)
 {
@@ -425,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_garbage),
 		cmocka_unit_test(test_whole_state),
+		cmocka_unit_test(test_peer_record),
 		cmocka_unit_test(test_table_add_at),
 	};
 

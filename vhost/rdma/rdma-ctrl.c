@@ -429,6 +429,7 @@ static int cmd_destroy_cq(struct rdma_dev *d, struct rdma_request *rq, union rdm
 
 static void qp_free(struct rdma_dev *d, struct rdma_qp *qp)
 {
+	rdma_peer_qp_free(qp);
 	if (qp->qp)
 		ibv_destroy_qp(qp->qp);
 	rdma_ring_fini(d, &qp->sq.ring);
@@ -686,7 +687,9 @@ int rdma_qp_apply(struct rdma_dev *d, struct rdma_qp *qp, const struct vrdma_mod
 		if (r < 0)
 			return VRDMA_EADDRNOTAVAIL;
 		attr.ah_attr.grh.sgid_index = (uint8_t)r;
-		if (m.attr_mask & VRDMA_QP_DEST_QPN)
+		/* A moved QP's peer elsewhere is named by its host's number,
+		 * which may be any, one of this guest's included. */
+		if ((m.attr_mask & VRDMA_QP_DEST_QPN) && !qp->moving)
 			attr.dest_qp_num = peer_host_qpn(d, &m.attr, &own);
 	}
 	/* The device has one port and one P_Key: a move to INIT that leaves

@@ -12,6 +12,7 @@
  * rdma-event.c    device events, and the failures that raise them
  * rdma-quiesce.c  the poll timer, dirty logging, the stop for migration
  * rdma-cm.c       connection management (rdma_cm)
+ * rdma-peer.c     peers behind other back ends, across a migration
  * rdma.c          the device type: the tenant's function, quotas, instances
  */
 #ifndef VRDMA_RDMA_INTERNAL_H
@@ -187,6 +188,8 @@ struct rdma_shared {
 	uint8_t allowed_gid[RDMA_MAX_TENANT_GIDS][16];
 	unsigned int n_allowed_gids;
 	bool prefault;    /* guest RAM mapped with its page tables filled */
+	struct rdma_peer_srv *peer; /* the peer protocol (rdma-peer.c); NULL: off */
+	int watch_fd;               /* epoll: the async events and the peer protocol */
 	/* Work the tenant's function did for its guests, for the metrics: what
 	 * an operator divides CPU time by to see the back end's cost per WQE. */
 	uint64_t sends_posted, recvs_posted, completions;
@@ -257,6 +260,22 @@ struct rdma_wq {
 
 struct rdma_cm_conn;
 
+/*
+ * A connection across a move (rdma-peer.c).  On the moving side: the
+ * peer's back end holds the peer QP for this token, the peer being at
+ * (gid, qpn) and this QP at (from_gid, from_qpn) on the source.  On the
+ * peer's side: the QP is held for the token, by the QP at (from_gid,
+ * from_qpn), until deadline.
+ */
+struct rdma_peer_link {
+	uint8_t token[16];
+	uint8_t gid[16];
+	uint32_t qpn;
+	uint8_t from_gid[16];
+	uint32_t from_qpn;
+	uint64_t deadline;
+};
+
 struct rdma_qp {
 	struct rdma_dev *dev; /* its connection, for host events */
 	struct rdma_cm_conn *conn; /* the CM connection it is in, if any */
@@ -284,6 +303,9 @@ struct rdma_qp {
 	/* Tags its host wr_ids; new at creation and at every reset. */
 	uint32_t incarnation;
 	uint64_t wrs; /* charged to the quota */
+	struct rdma_peer_link *held;   /* its peer is moving: no sends */
+	struct rdma_peer_link *moving; /* this QP is moving, its peer held */
+	GHashTable *remote_rkeys;      /* a moved peer's rkeys: guest's -> host's */
 };
 
 struct rdma_event_node {
@@ -448,10 +470,34 @@ void rdma_rq_fill(struct rdma_dev *d, struct rdma_qp *qp);
 /* Takes and posts new send WQEs (from RTS on). */
 void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp);
 struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey);
-/* The host's rkey of a remote access between two QPs of this guest: the
- * guest's rkey of an MR of its own, which the host knows by another once
- * the MR moved; any other rkey as it is (the remote device checks it). */
-uint32_t rdma_local_rkey(const struct rdma_dev *d, const struct rdma_qp *qp, uint32_t rkey);
+/* The rkey a remote access puts on the wire: between two QPs of this
+ * guest, the host's rkey of the guest's MR (another once the MR moved); to
+ * a peer that moved, its MR's new rkey; any other rkey as it is (the
+ * remote device checks it). */
+uint32_t rdma_wire_rkey(const struct rdma_dev *d, const struct rdma_qp *qp, uint32_t rkey);
+
+/* rdma-peer.c */
+/* Listens on each GID (IPv4 only) at port, TLS with the key file's PSKs. */
+int rdma_peer_open(struct rdma_shared *sh, uint16_t port, const char *psk_file,
+		   const uint8_t (*gids)[16], unsigned int n_gids);
+void rdma_peer_close(struct rdma_shared *sh);
+/* An fd to watch for the protocol (-1: off), and its work when readable. */
+int rdma_peer_fd(const struct rdma_shared *sh);
+void rdma_peer_ready(struct rdma_shared *sh);
+/* Source, at the stop: the peer's back end holds its QP (qp->moving);
+ * -errno when it cannot (no back end there: a native peer). */
+int rdma_peer_pause(struct rdma_dev *d, struct rdma_qp *qp);
+/* Source, resumed after a failed move: every held peer goes on. */
+void rdma_peer_resume(struct rdma_dev *d);
+/* Destination, the QP made again and connected: the peer's QP is moved
+ * to it (qp->moving, from the state); -errno, or a positive errno the
+ * peer answered. */
+int rdma_peer_retarget(struct rdma_dev *d, struct rdma_qp *qp);
+/* Peer side: holds that nobody came back for end. */
+void rdma_peer_check_holds(struct rdma_dev *d);
+/* The host's rkey of an rkey of a moved peer's MR (others as they are). */
+uint32_t rdma_peer_rkey(const struct rdma_qp *qp, uint32_t rkey);
+void rdma_peer_qp_free(struct rdma_qp *qp);
 
 /* rdma-comp.c */
 /* Translates the host completions into the guest's ring; returns how many. */

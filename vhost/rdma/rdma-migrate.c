@@ -65,6 +65,11 @@ static int qp_attr_now(struct rdma_dev *d, struct rdma_qp *qp, struct vrdma_modi
 	return 0;
 }
 
+static bool connected_state(uint32_t state)
+{
+	return state == VRDMA_QPS_RTR || state == VRDMA_QPS_RTS;
+}
+
 /* ---- saving ---- */
 
 static void save_mr(struct rdma_state_writer *w, const struct rdma_mr *mr)
@@ -115,6 +120,30 @@ static int save_qp(struct rdma_dev *d, struct rdma_state_writer *w, struct rdma_
 	return r;
 }
 
+/* A QP whose peer's back end holds the peer for this move: the peer, its
+ * token, and the peer's rkeys if the peer had moved before. */
+static void save_peer(struct rdma_state_writer *w, const struct rdma_qp *qp)
+{
+	struct rdma_state_peer rec = { .qp = qp->handle, .link = *qp->moving };
+	g_autofree uint8_t *rkeys = NULL;
+	GHashTableIter it;
+	gpointer guest, host;
+	uint32_t n = 0;
+
+	if (qp->remote_rkeys) {
+		rkeys = g_malloc(8ull * g_hash_table_size(qp->remote_rkeys) + 1);
+		g_hash_table_iter_init(&it, qp->remote_rkeys);
+		while (g_hash_table_iter_next(&it, &guest, &host) && n < RDMA_STATE_MAX_PEER_RKEYS) {
+			put_le32(rkeys + 8ull * n, GPOINTER_TO_UINT(guest));
+			put_le32(rkeys + 8ull * n + 4, GPOINTER_TO_UINT(host));
+			n++;
+		}
+	}
+	rec.n_rkeys = n;
+	rec.rkeys = rkeys;
+	rdma_state_put_peer(w, &rec);
+}
+
 int rdma_save_state(void *opaque, uint8_t **ret_data, size_t *ret_len)
 {
 	struct rdma_dev *d = opaque;
@@ -139,6 +168,12 @@ int rdma_save_state(void *opaque, uint8_t **ret_data, size_t *ret_len)
 			r = save_qp(d, &w, d->qps.obj[i]);
 	for (GList *l = d->events.head; l; l = l->next)
 		rdma_state_put_event(&w, l->data);
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		const struct rdma_qp *qp = d->qps.obj[i];
+
+		if (qp && qp->moving && connected_state(qp->state))
+			save_peer(&w, qp);
+	}
 	*ret_data = rdma_state_end(&w, ret_len);
 	if (r)
 		g_clear_pointer(ret_data, g_free);
@@ -237,6 +272,23 @@ static int load_qp(void *opaque, struct rdma_state_qp *rec)
 	return VRDMA_OK;
 }
 
+/* The peer is connected to again once the QP is (retarget_peers). */
+static int load_peer(void *opaque, const struct rdma_state_peer *rec)
+{
+	struct loading *l = opaque;
+	struct rdma_qp *qp = rdma_table_get(&l->d->qps, rec->qp);
+
+	if (!qp)
+		return VRDMA_ENOENT;
+	qp->moving = g_memdup2(&rec->link, sizeof(rec->link));
+	if (rec->n_rkeys)
+		qp->remote_rkeys = g_hash_table_new(NULL, NULL);
+	for (uint32_t i = 0; i < rec->n_rkeys; i++)
+		g_hash_table_insert(qp->remote_rkeys, GUINT_TO_POINTER(get_le32(rec->rkeys + 8ull * i)),
+				    GUINT_TO_POINTER(get_le32(rec->rkeys + 8ull * i + 4)));
+	return VRDMA_OK;
+}
+
 static int load_event(void *opaque, const struct vrdma_event *ev)
 {
 	struct loading *l = opaque;
@@ -274,7 +326,9 @@ static int restore_qp_state(struct rdma_dev *d, const struct rdma_state_qp *rec)
 
 	if (target == VRDMA_QPS_RESET)
 		return VRDMA_OK;
-	peer_on_this_side(d, &m);
+	/* A peer elsewhere stays where it is (its number may be any). */
+	if (!qp->moving)
+		peer_on_this_side(d, &m);
 	for (size_t i = 0; !r && target != VRDMA_QPS_ERR && i < G_N_ELEMENTS(path) &&
 			   path[i] <= target; i++) {
 		m.attr.qp_state = path[i];
@@ -313,20 +367,42 @@ int rdma_load_state(void *opaque, const uint8_t *data, size_t len)
 	return 0;
 }
 
+/*
+ * Each QP whose peer's back end held the peer for this move has that peer
+ * connect to it here.  Where it does not (the peer's back end is gone, or
+ * refuses), the QP fails as a QP stopped by the move does; the rest of the
+ * guest's objects go on.
+ */
+static void retarget_peers(struct rdma_dev *d)
+{
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		struct rdma_qp *qp = d->qps.obj[i];
+
+		int r;
+
+		if (!qp || !qp->moving)
+			continue;
+		r = rdma_peer_retarget(d, qp);
+		g_clear_pointer(&qp->moving, g_free);
+		if (r)
+			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
+	}
+}
+
 int rdma_state_apply(struct rdma_dev *d)
 {
 	static const struct rdma_state_ops ops = {
 		.begin = load_begin, .pd = load_pd, .mr = load_mr, .cq = load_cq, .qp = load_qp,
-		.event = load_event,
+		.event = load_event, .peer = load_peer,
 	};
 	g_autoptr(GBytes) state = g_steal_pointer(&d->incoming);
 	struct loading l = { .d = d, .qps = g_array_new(FALSE, FALSE, sizeof(struct rdma_state_qp)) };
 	size_t len;
 	const uint8_t *data = g_bytes_get_data(state, &len);
 	int r = rdma_state_decode(data, len, &d->sh->lim, &ops, &l);
-
-	for (guint i = 0; !r && i < l.qps->len; i++)
+	for (guint i = 0; !r && i < l.qps->len; i++) {
 		r = restore_qp_state(d, &g_array_index(l.qps, struct rdma_state_qp, i));
+	}
 	g_array_free(l.qps, TRUE);
 	if (r) {
 		/* Nothing half-made stays, and the driver's session ends here
@@ -336,6 +412,7 @@ int rdma_state_apply(struct rdma_dev *d)
 		d->generation = d->sh->generation;
 		return r < 0 ? r : -EINVAL;
 	}
+	retarget_peers(d);
 	d->restored = true;
 	return 0;
 }

@@ -16,12 +16,14 @@ struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey)
 	return g_hash_table_lookup(d->mr_by_lkey, GUINT_TO_POINTER(lkey));
 }
 
-uint32_t rdma_local_rkey(const struct rdma_dev *d, const struct rdma_qp *qp, uint32_t rkey)
+uint32_t rdma_wire_rkey(const struct rdma_dev *d, const struct rdma_qp *qp, uint32_t rkey)
 {
 	const struct rdma_mr *mr = qp->peer_local ? g_hash_table_lookup(d->mr_by_rkey,
 									GUINT_TO_POINTER(rkey))
 						  : NULL;
 
+	if (!qp->peer_local)
+		return rdma_peer_rkey(qp, rkey);
 	return mr && mr->mr ? mr->mr->rkey : rkey;
 }
 
@@ -90,10 +92,10 @@ static void build_send(struct rdma_qp *qp, const struct rdma_send_wqe *w, uint32
 		wr->wr.atomic.remote_addr = w->remote_addr;
 		wr->wr.atomic.compare_add = w->compare_add;
 		wr->wr.atomic.swap = w->swap;
-		wr->wr.atomic.rkey = rdma_local_rkey(qp->dev, qp, w->rkey);
+		wr->wr.atomic.rkey = rdma_wire_rkey(qp->dev, qp, w->rkey);
 	} else {
 		wr->wr.rdma.remote_addr = w->remote_addr;
-		wr->wr.rdma.rkey = rdma_local_rkey(qp->dev, qp, w->rkey);
+		wr->wr.rdma.rkey = rdma_wire_rkey(qp->dev, qp, w->rkey);
 	}
 	/* sges holds the host's SGEs already (check_local), or the inline data. */
 	if (w->inline_data) {
@@ -216,8 +218,9 @@ void rdma_sq_take(struct rdma_dev *d, struct rdma_qp *qp)
 			rdma_finish_bad(d, qp);
 			continue;
 		}
-		/* Sends wait in the ring until the QP may send (RTS or later). */
-		if (qp->state < VRDMA_QPS_RTS)
+		/* Sends wait in the ring until the QP may send (RTS or later),
+		 * and while its peer moves. */
+		if (qp->state < VRDMA_QPS_RTS || qp->held)
 			return;
 		prod = rdma_ring_load(&sq->ring, VRDMA_RING_PRODUCER);
 		if (sq->next == prod || !rdma_wq_has_room(sq) || qp->sq_more)

@@ -13,6 +13,8 @@
 #define POLL_PERIOD_NS 1000000
 /* Remote-writable MRs are marked dirty every 100 ticks while logging. */
 #define LOG_EVERY_TICKS 100u
+/* Holds for a moving peer are checked every second. */
+#define HOLDS_EVERY_TICKS 1000u
 #define QUIESCE_TIMEOUT_NS 2000000000ull
 
 void rdma_poll_timer_update(struct rdma_dev *d)
@@ -59,6 +61,8 @@ void rdma_timer_fired(struct vu_dev *vu, int fd, void *data)
 	}
 	if (++d->ticks % LOG_EVERY_TICKS == 0)
 		rdma_log_remote_writable(d);
+	if (d->ticks % HOLDS_EVERY_TICKS == 0)
+		rdma_peer_check_holds(d);
 	rdma_flush_events(d);
 }
 
@@ -104,11 +108,13 @@ static bool connected(const struct rdma_qp *qp)
  * The front end stopped the device while logging (migration).  The device
  * takes no more work and lets what was posted complete into the guest's
  * CQs, so that nothing is in flight and its state can move (rdma-migrate.c).
- * A QP whose peer is not another QP of this guest cannot be held from here:
- * the peer could still write guest memory after the stop, so it goes to
- * error (QP_FATAL, STOPPED), as does a QP that did not drain in time.  The
- * pages remote peers may have written are marked a last time, and nothing
- * lands in guest memory afterwards.
+ * A QP whose peer is elsewhere is held from the peer's side: its back end
+ * is asked to stop sending to it and to drain (rdma-peer.c).  Where that
+ * cannot be (a native peer, no peer protocol here or there), the peer could
+ * still write guest memory after the stop, so the QP goes to error
+ * (QP_FATAL, STOPPED), as does a QP that did not drain in time.  The pages
+ * remote peers may have written are marked a last time, and nothing lands
+ * in guest memory afterwards.
  */
 void rdma_quiesce(struct rdma_dev *d)
 {
@@ -121,7 +127,8 @@ void rdma_quiesce(struct rdma_dev *d)
 	for (uint32_t i = 0; i < d->qps.cap; i++) {
 		struct rdma_qp *qp = d->qps.obj[i];
 
-		if (qp && connected(qp) && !rdma_qp_peer_is_local(d, qp))
+		if (qp && connected(qp) && !rdma_qp_peer_is_local(d, qp) &&
+		    rdma_peer_pause(d, qp))
 			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
 	}
 	if (!drain(d, deadline)) {

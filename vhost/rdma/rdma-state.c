@@ -11,6 +11,9 @@
  *   QP     le32 handle, qpn, sq_next, sq_tail, rq_tail, flags (bit 0: rings
  *          gone); MODIFY_QP's request (its state now); CREATE_QP's request
  *   EVENT  struct vrdma_event
+ *   PEER   le32 QP handle, le32 peer's QP number, le32 the QP's number on
+ *          the source, le32 n; the peer's GID[16], the source's GID[16],
+ *          token[16]; n times { le32 guest's rkey, le32 host's rkey }
  *
  * A request is the command's payload as the guest sent it, page list
  * included, checked here by the same functions that check the guest's.
@@ -25,6 +28,7 @@
 #define MR_PREFIX 16u
 #define CQ_PREFIX 16u
 #define QP_PREFIX 24u
+#define PEER_PREFIX 64u
 #define FLAG_RELEASED 1u
 #define FLAG_RINGS_GONE 1u
 
@@ -124,6 +128,21 @@ void rdma_state_put_qp(struct rdma_state_writer *w, const struct rdma_state_qp *
 void rdma_state_put_event(struct rdma_state_writer *w, const struct vrdma_event *ev)
 {
 	put_record(w, RDMA_STATE_EVENT, ev, sizeof(*ev), 0);
+}
+
+void rdma_state_put_peer(struct rdma_state_writer *w, const struct rdma_state_peer *peer)
+{
+	uint8_t b[PEER_PREFIX];
+
+	put_le32(b, peer->qp);
+	put_le32(b + 4, peer->link.qpn);
+	put_le32(b + 8, peer->link.from_qpn);
+	put_le32(b + 12, peer->n_rkeys);
+	memcpy(b + 16, peer->link.gid, 16);
+	memcpy(b + 32, peer->link.from_gid, 16);
+	memcpy(b + 48, peer->link.token, 16);
+	put_record(w, RDMA_STATE_PEER, b, sizeof(b), 8ull * peer->n_rkeys);
+	g_byte_array_append(w->buf, peer->rkeys, 8 * peer->n_rkeys);
 }
 
 uint8_t *rdma_state_end(struct rdma_state_writer *w, size_t *ret_len)
@@ -233,6 +252,23 @@ static int decode_event(const uint8_t *b, size_t len, struct vrdma_event *ret)
 	return VRDMA_OK;
 }
 
+static int decode_peer(const uint8_t *b, size_t len, struct rdma_state_peer *ret)
+{
+	if (len < PEER_PREFIX)
+		return VRDMA_EINVAL;
+	*ret = (struct rdma_state_peer){
+		.qp = get_le32(b), .n_rkeys = get_le32(b + 12), .rkeys = b + PEER_PREFIX,
+		.link = { .qpn = get_le32(b + 4), .from_qpn = get_le32(b + 8) },
+	};
+	memcpy(ret->link.gid, b + 16, 16);
+	memcpy(ret->link.from_gid, b + 32, 16);
+	memcpy(ret->link.token, b + 48, 16);
+	if (!handle_ok(ret->qp) || ret->link.qpn > 0xffffff || ret->link.from_qpn > 0xffffff ||
+	    ret->n_rkeys > RDMA_STATE_MAX_PEER_RKEYS || len != PEER_PREFIX + 8ull * ret->n_rkeys)
+		return VRDMA_EINVAL;
+	return VRDMA_OK;
+}
+
 static int decode_record(uint16_t type, const uint8_t *b, size_t len,
 			 const struct rdma_limits *lim, const struct rdma_state_ops *ops,
 			 void *opaque)
@@ -240,6 +276,7 @@ static int decode_record(uint16_t type, const uint8_t *b, size_t len,
 	struct rdma_state_mr mr;
 	struct rdma_state_cq cq;
 	struct rdma_state_qp qp;
+	struct rdma_state_peer peer;
 	struct vrdma_event ev;
 	int r;
 
@@ -257,9 +294,12 @@ static int decode_record(uint16_t type, const uint8_t *b, size_t len,
 	case RDMA_STATE_QP:
 		r = decode_qp(b, len, lim, &qp);
 		return r ? r : ops->qp(opaque, &qp);
-	default:
+	case RDMA_STATE_EVENT:
 		r = decode_event(b, len, &ev);
 		return r ? r : ops->event(opaque, &ev);
+	default:
+		r = decode_peer(b, len, &peer);
+		return r ? r : ops->peer(opaque, &peer);
 	}
 }
 
@@ -290,7 +330,7 @@ int rdma_state_decode(const uint8_t *data, size_t len, const struct rdma_limits 
 		type = get_le16(data + off);
 		body = get_le32(data + off + 4);
 		/* Known types, in the order objects depend on each other. */
-		if (type < RDMA_STATE_PD || type > RDMA_STATE_EVENT || type < last_type ||
+		if (type < RDMA_STATE_PD || type > RDMA_STATE_PEER || type < last_type ||
 		    get_le16(data + off + 2) || body > len - off - RECORD_HEADER)
 			return VRDMA_EINVAL;
 		r = decode_record(type, data + off + RECORD_HEADER, body, lim, ops, opaque);
@@ -309,7 +349,7 @@ struct whole {
 	struct rdma_quota need;
 	uint32_t generation;
 	/* handles per kind, and the guest's names that must stay unique */
-	GHashTable *pds, *mrs, *cqs, *qps, *lkeys, *rkeys, *qpns;
+	GHashTable *pds, *mrs, *cqs, *qps, *lkeys, *rkeys, *qpns, *peers;
 };
 
 /* Adds key to set; false when it was there already. */
@@ -376,6 +416,16 @@ static int whole_event(void *opaque, const struct vrdma_event *ev)
 	return VRDMA_OK;
 }
 
+/* One peer per QP, of a QP the state has. */
+static int whole_peer(void *opaque, const struct rdma_state_peer *peer)
+{
+	struct whole *w = opaque;
+
+	if (!has(w->qps, peer->qp))
+		return VRDMA_ENOENT;
+	return add_unique(w->peers, peer->qp) ? VRDMA_OK : VRDMA_EINVAL;
+}
+
 static bool fits(uint64_t need, uint64_t limit, uint64_t used)
 {
 	return used <= limit && need <= limit - used;
@@ -387,10 +437,11 @@ int rdma_state_check(const uint8_t *data, size_t len, const struct rdma_limits *
 {
 	static const struct rdma_state_ops ops = {
 		.begin = whole_begin, .pd = whole_pd, .mr = whole_mr, .cq = whole_cq,
-		.qp = whole_qp, .event = whole_event,
+		.qp = whole_qp, .event = whole_event, .peer = whole_peer,
 	};
 	struct whole w = { 0 };
-	GHashTable **sets[] = { &w.pds, &w.mrs, &w.cqs, &w.qps, &w.lkeys, &w.rkeys, &w.qpns };
+	GHashTable **sets[] = { &w.pds,   &w.mrs,   &w.cqs,  &w.qps,
+				&w.lkeys, &w.rkeys, &w.qpns, &w.peers };
 	int r;
 
 	for (size_t i = 0; i < G_N_ELEMENTS(sets); i++)

@@ -32,6 +32,17 @@ enum rdma_state_type {
 	RDMA_STATE_CQ = 3,
 	RDMA_STATE_QP = 4,
 	RDMA_STATE_EVENT = 5,
+	RDMA_STATE_PEER = 6,
+};
+
+/* A QP's peer elsewhere, held by its back end for this move (rdma-peer.c). */
+#define RDMA_STATE_MAX_PEER_RKEYS 65536u
+
+struct rdma_state_peer {
+	uint32_t qp; /* the QP's handle */
+	struct rdma_peer_link link;
+	uint32_t n_rkeys;      /* the peer's rkeys, if it moved before */
+	const uint8_t *rkeys;  /* n_rkeys of { le32 guest's, le32 host's } */
 };
 
 struct rdma_state_mr {
@@ -69,6 +80,7 @@ struct rdma_state_ops {
 	int (*cq)(void *opaque, struct rdma_state_cq *cq);
 	int (*qp)(void *opaque, struct rdma_state_qp *qp);
 	int (*event)(void *opaque, const struct vrdma_event *ev);
+	int (*peer)(void *opaque, const struct rdma_state_peer *peer);
 };
 
 /*
@@ -108,6 +120,7 @@ void rdma_state_put_cq(struct rdma_state_writer *w, const struct rdma_state_cq *
 void rdma_state_put_qp(struct rdma_state_writer *w, const struct rdma_state_qp *qp,
 		       const uint64_t *pages);
 void rdma_state_put_event(struct rdma_state_writer *w, const struct vrdma_event *ev);
+void rdma_state_put_peer(struct rdma_state_writer *w, const struct rdma_state_peer *peer);
 /* The state's bytes (g_free them). */
 uint8_t *rdma_state_end(struct rdma_state_writer *w, size_t *ret_len);
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -134,6 +135,39 @@ static void limits_from_host(struct rdma_shared *sh)
 	};
 }
 
+/*
+ * One fd for the daemon to watch: the host device's asynchronous events
+ * and, with --rdma-peer-port, the peer protocol (rdma-peer.c), which
+ * listens on each of the tenant's GIDs.
+ */
+static int watch_init(struct rdma_shared *sh, const struct vhost_device_args *args)
+{
+	struct ibv_gid_entry first;
+	int r;
+
+	sh->watch_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (sh->watch_fd < 0 ||
+	    epoll_ctl(sh->watch_fd, EPOLL_CTL_ADD, sh->ctx->async_fd,
+		      &(struct epoll_event){ .events = EPOLLIN }))
+		return -errno;
+	if (!args->rdma_peer_port)
+		return 0;
+	if (!args->rdma_peer_psk)
+		return -EINVAL;
+	if (sh->n_allowed_gids)
+		r = rdma_peer_open(sh, args->rdma_peer_port, args->rdma_peer_psk,
+				   (const uint8_t(*)[16])sh->allowed_gid, sh->n_allowed_gids);
+	else if (rdma_gid_to_host(sh, 0, &first) >= 0)
+		r = rdma_peer_open(sh, args->rdma_peer_port, args->rdma_peer_psk,
+				   (const uint8_t(*)[16])first.gid.raw, 1);
+	else
+		r = -ENETUNREACH;
+	if (!r && epoll_ctl(sh->watch_fd, EPOLL_CTL_ADD, rdma_peer_fd(sh),
+			    &(struct epoll_event){ .events = EPOLLIN }))
+		r = -errno;
+	return r;
+}
+
 static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 {
 	g_autofree struct rdma_shared *sh = NULL;
@@ -142,6 +176,7 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 	if (!args->ibdev)
 		return -ENODEV;
 	sh = g_new0(struct rdma_shared, 1);
+	sh->watch_fd = -1;
 	errno = 0;
 	sh->ctx = open_by_name(args->ibdev);
 	if (!sh->ctx)
@@ -175,13 +210,21 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 	sh->generation = g_random_int() | 1;
 	sh->poll_ns = (uint64_t)args->rdma_poll_us * 1000;
 	sh->prefault = args->rdma_prefault;
+	r = watch_init(sh, args);
+	if (r) {
+		rdma_peer_close(sh);
+		if (sh->watch_fd >= 0)
+			close(sh->watch_fd);
+		ibv_close_device(sh->ctx);
+		return r;
+	}
 	*ret_shared = g_steal_pointer(&sh);
 	return 0;
 }
 
 static int rdma_shared_fd(void *shared)
 {
-	return ((struct rdma_shared *)shared)->ctx->async_fd;
+	return ((struct rdma_shared *)shared)->watch_fd;
 }
 
 static void broadcast(struct rdma_shared *sh, uint16_t type, uint32_t data)
@@ -234,6 +277,7 @@ static void rdma_shared_ready(void *shared)
 		}
 		ibv_ack_async_event(&ev);
 	}
+	rdma_peer_ready(sh);
 }
 
 static void rdma_close(void *shared)
@@ -242,6 +286,9 @@ static void rdma_close(void *shared)
 
 	if (!sh)
 		return;
+	rdma_peer_close(sh);
+	if (sh->watch_fd >= 0)
+		close(sh->watch_fd);
 	ibv_close_device(sh->ctx);
 	g_free(sh);
 }
@@ -305,7 +352,10 @@ static void rdma_queue_kick(void *opaque, struct vu_vq *vq)
 	if (d->incoming)
 		rdma_state_apply(d);
 	check_session(d, vq);
-	/* Started again after a stop (a migration that failed): go on. */
+	/* Started again after a stop (a migration that failed): go on, and
+	 * so do the peers held for the move. */
+	if (d->quiesced)
+		rdma_peer_resume(d);
 	d->quiesced = false;
 	rdma_work_refill(d);
 	switch (vq_index(vq)) {

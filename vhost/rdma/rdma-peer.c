@@ -1,0 +1,736 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Connections whose peer is behind another vrdma back end, across a live
+ * migration of either guest (docs/migration-rdma.md, "Peers elsewhere").
+ *
+ * The moving guest's source, at the stop, asks the peer's back end to
+ * PAUSE the peer QP: the peer takes no more of its guest's sends for it
+ * and lets what it posted complete, so that nothing is in flight either
+ * way and both sides' packet sequence numbers agree.  The destination,
+ * once it has made the QP again, presents the token the source handed the
+ * peer (carried in the device state) and has the peer RETARGET its QP: to
+ * RESET and back to RTS, connected to the destination's QP and GID, at
+ * the PSNs it stood at, its receives posted again from its ring, the
+ * moved guest's rkeys translated from then on.  A source that resumes (a
+ * failed move) tells the peer to RESUME.  The peer's guest sees a pause.
+ *
+ * Who may ask: the protocol runs on TLS with the operators' pre-shared
+ * key (a guest has no key), each request comes from the address of the
+ * GID it speaks for (a PAUSE or RESUME from the GID the QP is connected
+ * to, a RETARGET from the GID it is to be connected to), and a RESUME or
+ * RETARGET carries the token of the PAUSE, spent on first use.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "rdma-internal.h"
+#include "rdma-peer-wire.h"
+#include "util.h"
+#include "xport-sock.h"
+#include "xport-tls.h"
+
+/* A request, from connect to reply, at the most. */
+#define CALL_TIMEOUT_MS 3000
+/* A peer QP held for a move goes on by itself after this long. */
+#define HOLD_NS (30ull * 1000000000ull)
+/* A peer's sends to drain before it answers PAUSE. */
+#define DRAIN_NS 2000000000ull
+#define MAX_CONNS 16u
+#define MAX_LISTENERS RDMA_MAX_TENANT_GIDS
+
+struct peer_conn {
+	int fd;
+	struct xport_tls *tls;
+	int stage; /* 0 handshake, 1 request, 2 rkeys, 3 reply */
+	uint8_t head[RDMA_PEER_REQUEST_SIZE];
+	struct rdma_peer_request req;
+	uint8_t *rkeys;
+	size_t want, got;
+	uint8_t reply[RDMA_PEER_REPLY_SIZE];
+	uint8_t from_gid[16]; /* the caller's address as an IPv4-mapped GID */
+	uint64_t deadline;
+};
+
+struct rdma_peer_srv {
+	struct xport_auth *server, *client;
+	uint16_t port;
+	int epfd;
+	int timer; /* ticks while connections are open */
+	int listen[MAX_LISTENERS];
+	unsigned int nlisten;
+	struct peer_conn *conns[MAX_CONNS];
+};
+
+/* ---- addresses ---- */
+
+static void gid_of_ipv4(const struct sockaddr_in *a, uint8_t ret[16])
+{
+	memset(ret, 0, 16);
+	ret[10] = ret[11] = 0xff;
+	memcpy(ret + 12, &a->sin_addr, 4);
+}
+
+static void ipv4_of_gid(const uint8_t gid[16], uint16_t port, struct sockaddr_in *ret)
+{
+	*ret = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(port) };
+	memcpy(&ret->sin_addr, gid + 12, 4);
+}
+
+static bool same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	uint8_t diff = 0;
+
+	/* Tokens: no early exit that times how much of one matched. */
+	for (size_t i = 0; i < n; i++)
+		diff |= a[i] ^ b[i];
+	return !diff;
+}
+
+/* ---- the peer's side: what a request does ---- */
+
+static struct rdma_qp *qp_by_host_qpn(struct rdma_shared *sh, uint32_t qpn)
+{
+	for (GList *l = sh->devs; l; l = l->next) {
+		struct rdma_dev *d = l->data;
+		struct rdma_qp *qp = g_hash_table_lookup(d->qp_by_qpn, GUINT_TO_POINTER(qpn));
+
+		if (qp)
+			return qp;
+	}
+	return NULL;
+}
+
+static int host_attr(struct rdma_qp *qp, struct ibv_qp_attr *ret)
+{
+	struct ibv_qp_init_attr init;
+
+	return ibv_query_qp(qp->qp, ret, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER |
+				     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				     IBV_QP_MAX_QP_RD_ATOMIC, &init) ? -EIO : 0;
+}
+
+/* The QP is connected to exactly (gid, qpn). */
+static bool connected_to(struct rdma_qp *qp, const uint8_t gid[16], uint32_t qpn)
+{
+	struct ibv_qp_attr a;
+
+	return (qp->state == VRDMA_QPS_RTR || qp->state == VRDMA_QPS_RTS) && !host_attr(qp, &a) &&
+	       a.dest_qp_num == qpn && !memcmp(a.ah_attr.grh.dgid.raw, gid, 16);
+}
+
+static void unhold(struct rdma_qp *qp)
+{
+	g_clear_pointer(&qp->held, g_free);
+	rdma_sq_take(qp->dev, qp);
+	rdma_flush_events(qp->dev);
+}
+
+/* Lets what the QP posted complete; false when it did not in time. */
+static bool drain_sends(struct rdma_qp *qp)
+{
+	uint64_t deadline = monotonic_ns() + DRAIN_NS;
+
+	while (qp->sq.inflight && monotonic_ns() < deadline) {
+		rdma_poll_cq(qp->dev, qp->scq);
+		if (qp->sq.inflight)
+			usleep(500);
+	}
+	return !qp->sq.inflight;
+}
+
+static uint32_t do_pause(struct rdma_qp *qp, const struct rdma_peer_request *req,
+			 const uint8_t caller[16])
+{
+	if (qp->held)
+		return EBUSY;
+	if (!connected_to(qp, req->from_gid, req->from_qpn) ||
+	    !same_bytes(caller, req->from_gid, 16))
+		return EPERM;
+	qp->held = g_new0(struct rdma_peer_link, 1);
+	memcpy(qp->held->token, req->token, RDMA_PEER_TOKEN_SIZE);
+	memcpy(qp->held->from_gid, req->from_gid, 16);
+	qp->held->from_qpn = req->from_qpn;
+	qp->held->deadline = monotonic_ns() + HOLD_NS;
+	if (!drain_sends(qp)) {
+		unhold(qp);
+		return ETIMEDOUT;
+	}
+	return 0;
+}
+
+static bool holds(const struct rdma_qp *qp, const struct rdma_peer_request *req)
+{
+	return qp->held && same_bytes(qp->held->token, req->token, RDMA_PEER_TOKEN_SIZE) &&
+	       same_bytes(qp->held->from_gid, req->from_gid, 16) &&
+	       qp->held->from_qpn == req->from_qpn;
+}
+
+/* The moved guest's new rkeys, by the rkeys the peer's guest knows. */
+static void set_remote_rkeys(struct rdma_qp *qp, const struct rdma_peer_rkey *rkeys, uint32_t n)
+{
+	g_clear_pointer(&qp->remote_rkeys, g_hash_table_destroy);
+	if (!n)
+		return;
+	qp->remote_rkeys = g_hash_table_new(NULL, NULL);
+	for (uint32_t i = 0; i < n; i++)
+		g_hash_table_insert(qp->remote_rkeys, GUINT_TO_POINTER(rkeys[i].guest),
+				    GUINT_TO_POINTER(rkeys[i].host));
+}
+
+/*
+ * RESET, then INIT, RTR and RTS as the QP stood, but for the peer's new
+ * number and GID.  What the QP had posted of its receives is gone with
+ * the reset: they are taken again from the guest's ring, where they still
+ * are (the tail is the first one not completed).  Its sends had drained.
+ */
+static int reconnect(struct rdma_qp *qp, const uint8_t gid[16], uint32_t qpn)
+{
+	struct ibv_qp_attr a, s;
+	int r = host_attr(qp, &a);
+
+	if (r)
+		return r;
+	s = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RESET };
+	if (ibv_modify_qp(qp->qp, &s, IBV_QP_STATE))
+		return -EIO;
+	rdma_qp_new_incarnation(qp->dev, qp);
+	qp->rq.next = qp->rq.tail;
+	qp->rq.inflight = 0;
+	qp->sq.inflight = 0;
+	s = a;
+	s.qp_state = IBV_QPS_INIT;
+	r = ibv_modify_qp(qp->qp, &s, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				      IBV_QP_ACCESS_FLAGS);
+	s.qp_state = IBV_QPS_RTR;
+	s.dest_qp_num = qpn;
+	memcpy(s.ah_attr.grh.dgid.raw, gid, 16);
+	if (!r)
+		r = ibv_modify_qp(qp->qp, &s, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	s.qp_state = IBV_QPS_RTS;
+	if (!r && qp->state == VRDMA_QPS_RTS)
+		r = ibv_modify_qp(qp->qp, &s, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+					      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					      IBV_QP_MAX_QP_RD_ATOMIC);
+	if (r)
+		return -EIO;
+	rdma_rq_fill(qp->dev, qp);
+	return 0;
+}
+
+static uint32_t do_retarget(struct rdma_qp *qp, const struct rdma_peer_request *req,
+			    const struct rdma_peer_rkey *rkeys, const uint8_t caller[16])
+{
+	if (!holds(qp, req) || !same_bytes(caller, req->new_gid, 16))
+		return EPERM;
+	/* Spent: whatever happens next, this token does nothing again. */
+	if (reconnect(qp, req->new_gid, req->new_qpn)) {
+		g_clear_pointer(&qp->held, g_free);
+		rdma_qp_fatal(qp->dev, qp, VRDMA_QPF_HOST);
+		rdma_flush_events(qp->dev);
+		return EIO;
+	}
+	set_remote_rkeys(qp, rkeys, req->n_rkeys);
+	unhold(qp);
+	return 0;
+}
+
+/* What a checked request does; a positive errno or 0 for the reply. */
+static uint32_t handle_request(struct rdma_shared *sh, const struct rdma_peer_request *req,
+			       const struct rdma_peer_rkey *rkeys, const uint8_t caller[16])
+{
+	struct rdma_qp *qp = qp_by_host_qpn(sh, req->qpn);
+
+	if (!qp)
+		return ENOENT;
+	switch (req->op) {
+	case RDMA_PEER_PAUSE:
+		return do_pause(qp, req, caller);
+	case RDMA_PEER_RESUME:
+		if (!holds(qp, req) || !same_bytes(caller, req->from_gid, 16))
+			return EPERM;
+		unhold(qp);
+		return 0;
+	default:
+		return do_retarget(qp, req, rkeys, caller);
+	}
+}
+
+void rdma_peer_check_holds(struct rdma_dev *d)
+{
+	uint64_t now = monotonic_ns();
+
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		struct rdma_qp *qp = d->qps.obj[i];
+
+		/* Nobody came back for it: it goes on with whom it had. */
+		if (qp && qp->held && now >= qp->held->deadline)
+			unhold(qp);
+	}
+}
+
+bool rdma_peer_held(const struct rdma_qp *qp)
+{
+	return qp->held;
+}
+
+uint32_t rdma_peer_rkey(const struct rdma_qp *qp, uint32_t rkey)
+{
+	gpointer host;
+
+	if (qp->remote_rkeys &&
+	    g_hash_table_lookup_extended(qp->remote_rkeys, GUINT_TO_POINTER(rkey), NULL, &host))
+		return GPOINTER_TO_UINT(host);
+	return rkey;
+}
+
+void rdma_peer_qp_free(struct rdma_qp *qp)
+{
+	g_clear_pointer(&qp->held, g_free);
+	g_clear_pointer(&qp->moving, g_free);
+	g_clear_pointer(&qp->remote_rkeys, g_hash_table_destroy);
+}
+
+/* ---- the peer's side: the listener and its connections ---- */
+
+static void conn_close(struct rdma_peer_srv *srv, unsigned int i)
+{
+	struct peer_conn *c = srv->conns[i];
+
+	srv->conns[i] = NULL;
+	xport_tls_free(c->tls);
+	close(c->fd);
+	g_free(c->rkeys);
+	g_free(c);
+}
+
+static int conn_watch(struct rdma_peer_srv *srv, struct peer_conn *c, short events)
+{
+	struct epoll_event ev = {
+		.events = (events & POLLOUT ? EPOLLOUT : 0) | (events & POLLIN ? EPOLLIN : 0),
+		.data.fd = c->fd,
+	};
+
+	return epoll_ctl(srv->epfd, EPOLL_CTL_MOD, c->fd, &ev) ? -errno : 0;
+}
+
+/* Reads c->want bytes into buf; 0 once there, -EAGAIN, or -errno. */
+static int conn_read(struct peer_conn *c, uint8_t *buf, short *events)
+{
+	while (c->got < c->want) {
+		ssize_t n = xport_tls_recv(c->tls, buf + c->got, c->want - c->got, events);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -ECONNRESET;
+		c->got += (size_t)n;
+	}
+	return 0;
+}
+
+/* One step of a connection; false when it is done with (closed by caller). */
+static bool conn_step(struct rdma_shared *sh, struct peer_conn *c)
+{
+	struct rdma_peer_srv *srv = sh->peer;
+	short events = POLLIN;
+	const char *why;
+	int r = 0;
+
+	for (;;) {
+		switch (c->stage) {
+		case 0:
+			r = xport_tls_handshake(c->tls, &events, &why);
+			if (!r) {
+				c->stage = 1;
+				c->want = RDMA_PEER_REQUEST_SIZE;
+				c->got = 0;
+			}
+			break;
+		case 1:
+			r = conn_read(c, c->head, &events);
+			if (!r && rdma_peer_request_decode(c->head, &c->req))
+				return false;
+			if (!r) {
+				c->stage = 2;
+				c->want = 8ull * c->req.n_rkeys;
+				c->got = 0;
+				c->rkeys = g_malloc(c->want + 1);
+			}
+			break;
+		case 2: {
+			g_autofree struct rdma_peer_rkey *rkeys = NULL;
+
+			r = conn_read(c, c->rkeys, &events);
+			if (r)
+				break;
+			rkeys = g_new(struct rdma_peer_rkey, c->req.n_rkeys + 1);
+			rdma_peer_rkeys_decode(c->rkeys, c->req.n_rkeys, rkeys);
+			rdma_peer_reply_encode(handle_request(sh, &c->req, rkeys, c->from_gid),
+					       c->reply);
+			c->stage = 3;
+			c->want = RDMA_PEER_REPLY_SIZE;
+			c->got = 0;
+			break;
+		}
+		default:
+			while (!r && c->got < c->want) {
+				ssize_t n = xport_tls_send(c->tls, c->reply + c->got,
+							   c->want - c->got, &events);
+
+				r = n < 0 ? (int)n : 0;
+				c->got += n > 0 ? (size_t)n : 0;
+			}
+			if (!r)
+				return false;
+			break;
+		}
+		if (r == -EAGAIN)
+			return !conn_watch(srv, c, events);
+		if (r)
+			return false;
+	}
+}
+
+static void accept_one(struct rdma_shared *sh, int lfd)
+{
+	struct rdma_peer_srv *srv = sh->peer;
+	struct sockaddr_in from;
+	socklen_t len = sizeof(from);
+	struct peer_conn *c;
+	unsigned int slot = MAX_CONNS;
+	int fd = accept4(lfd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (unsigned int i = 0; i < MAX_CONNS && slot == MAX_CONNS; i++)
+		if (!srv->conns[i])
+			slot = i;
+	if (slot == MAX_CONNS || len != sizeof(from) || from.sin_family != AF_INET) {
+		close(fd);
+		return;
+	}
+	c = g_new0(struct peer_conn, 1);
+	c->fd = fd;
+	c->deadline = monotonic_ns() + (uint64_t)CALL_TIMEOUT_MS * 1000000;
+	gid_of_ipv4(&from, c->from_gid);
+	if (xport_tls_new(srv->server, fd, NULL, &c->tls) ||
+	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.fd = fd })) {
+		xport_tls_free(c->tls);
+		close(fd);
+		g_free(c);
+		return;
+	}
+	srv->conns[slot] = c;
+	timerfd_settime(srv->timer, 0, &(struct itimerspec){ { 1, 0 }, { 1, 0 } }, NULL);
+	if (!conn_step(sh, c))
+		conn_close(srv, slot);
+}
+
+static void expire_conns(struct rdma_peer_srv *srv)
+{
+	uint64_t now = monotonic_ns();
+	uint64_t ticks;
+	bool any = false;
+
+	if (read(srv->timer, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		return;
+	for (unsigned int i = 0; i < MAX_CONNS; i++) {
+		if (srv->conns[i] && now >= srv->conns[i]->deadline)
+			conn_close(srv, i);
+		any |= srv->conns[i] != NULL;
+	}
+	if (!any)
+		timerfd_settime(srv->timer, 0, &(struct itimerspec){ 0 }, NULL);
+}
+
+void rdma_peer_ready(struct rdma_shared *sh)
+{
+	struct rdma_peer_srv *srv = sh->peer;
+	struct epoll_event evs[8];
+	int n;
+
+	if (!srv)
+		return;
+	n = epoll_wait(srv->epfd, evs, G_N_ELEMENTS(evs), 0);
+	for (int i = 0; i < n; i++) {
+		int fd = evs[i].data.fd;
+		bool done = false;
+
+		if (fd == srv->timer) {
+			expire_conns(srv);
+			continue;
+		}
+		for (unsigned int l = 0; l < srv->nlisten && !done; l++)
+			if (srv->listen[l] == fd) {
+				accept_one(sh, fd);
+				done = true;
+			}
+		for (unsigned int c = 0; c < MAX_CONNS && !done; c++)
+			if (srv->conns[c] && srv->conns[c]->fd == fd) {
+				if (!conn_step(sh, srv->conns[c]))
+					conn_close(srv, c);
+				done = true;
+			}
+	}
+}
+
+int rdma_peer_fd(const struct rdma_shared *sh)
+{
+	return sh->peer ? sh->peer->epfd : -1;
+}
+
+static int listen_on(struct rdma_peer_srv *srv, const uint8_t gid[16])
+{
+	struct sockaddr_in a;
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	ipv4_of_gid(gid, srv->port, &a);
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 16) ||
+	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.fd = fd })) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	srv->listen[srv->nlisten++] = fd;
+	return 0;
+}
+
+void rdma_peer_close(struct rdma_shared *sh)
+{
+	struct rdma_peer_srv *srv = sh->peer;
+
+	if (!srv)
+		return;
+	for (unsigned int i = 0; i < MAX_CONNS; i++)
+		if (srv->conns[i])
+			conn_close(srv, i);
+	for (unsigned int i = 0; i < srv->nlisten; i++)
+		close(srv->listen[i]);
+	if (srv->timer >= 0)
+		close(srv->timer);
+	if (srv->epfd >= 0)
+		close(srv->epfd);
+	xport_auth_free(srv->server);
+	xport_auth_free(srv->client);
+	g_free(srv);
+	sh->peer = NULL;
+}
+
+int rdma_peer_open(struct rdma_shared *sh, uint16_t port, const char *psk_file,
+		   const uint8_t (*gids)[16], unsigned int n_gids)
+{
+	struct rdma_peer_srv *srv = g_new0(struct rdma_peer_srv, 1);
+	int r;
+
+	sh->peer = srv;
+	srv->port = port;
+	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
+	srv->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (srv->epfd < 0 || srv->timer < 0 ||
+	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->timer,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.fd = srv->timer })) {
+		r = -errno;
+		goto fail;
+	}
+	r = xport_auth_new(&(struct xport_auth_cfg){ .server = true, .psk_file = psk_file },
+			   &srv->server, NULL);
+	if (!r)
+		r = xport_auth_new(&(struct xport_auth_cfg){ .psk_file = psk_file }, &srv->client,
+				   NULL);
+	for (unsigned int i = 0; !r && i < n_gids; i++)
+		r = rdma_gid_is_ipv4(gids[i]) ? listen_on(srv, gids[i]) : -EAFNOSUPPORT;
+	if (!r)
+		return 0;
+fail:
+	rdma_peer_close(sh);
+	return r;
+}
+
+/* ---- the moving guest's side: asking ---- */
+
+/* A connected TCP socket from own to to (non-blocking), by the deadline. */
+static int connect_from(const uint8_t own[16], const uint8_t to[16], uint16_t port,
+			int64_t deadline)
+{
+	struct sockaddr_in src, dst;
+	int err = 0;
+	socklen_t len = sizeof(err);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	ipv4_of_gid(own, 0, &src);
+	ipv4_of_gid(to, port, &dst);
+	r = bind(fd, (struct sockaddr *)&src, sizeof(src)) ? -errno : 0;
+	if (!r && connect(fd, (struct sockaddr *)&dst, sizeof(dst)) && errno != EINPROGRESS)
+		r = -errno;
+	if (!r)
+		r = xport_sock_wait(fd, POLLOUT, deadline);
+	if (!r && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) || err))
+		r = err ? -err : -errno;
+	if (r) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* A request to the back end behind to; its status (0, a positive errno)
+ * or -errno when it could not be asked. */
+static int call(struct rdma_shared *sh, const uint8_t own[16], const uint8_t to[16],
+		const struct rdma_peer_request *req, const struct rdma_peer_rkey *rkeys)
+{
+	int64_t deadline = monotonic_ms() + CALL_TIMEOUT_MS;
+	uint8_t head[RDMA_PEER_REQUEST_SIZE], reply[RDMA_PEER_REPLY_SIZE];
+	g_autofree uint8_t *keys = g_malloc(8ull * req->n_rkeys + 1);
+	struct xport_tls *tls = NULL;
+	const char *why;
+	uint32_t status;
+	int fd, r;
+
+	/* The peer is served here (another guest of this daemon): no call. */
+	if (qp_by_host_qpn(sh, req->qpn) && !memcmp(own, to, 16))
+		return (int)handle_request(sh, req, rkeys, own);
+	fd = connect_from(own, to, sh->peer->port, deadline);
+	if (fd < 0)
+		return fd;
+	rdma_peer_request_encode(req, head);
+	rdma_peer_rkeys_encode(rkeys, req->n_rkeys, keys);
+	r = xport_tls_new(sh->peer->client, fd, NULL, &tls);
+	if (!r)
+		r = xport_tls_handshake_wait(tls, fd, deadline, &why);
+	if (!r)
+		r = xport_tls_send_all(tls, fd, head, sizeof(head), deadline);
+	if (!r && req->n_rkeys)
+		r = xport_tls_send_all(tls, fd, keys, 8ull * req->n_rkeys, deadline);
+	if (!r)
+		r = xport_tls_recv_all(tls, fd, reply, sizeof(reply), deadline);
+	if (!r)
+		r = rdma_peer_reply_decode(reply, &status) ? -EBADMSG : (int)status;
+	xport_tls_free(tls);
+	close(fd);
+	return r;
+}
+
+/* The GIDs of both ends of a connected QP, as the host has them. */
+static int ends(struct rdma_dev *d, struct rdma_qp *qp, uint8_t own[16], uint8_t peer[16],
+		uint32_t *ret_peer_qpn)
+{
+	struct ibv_qp_attr a;
+	struct ibv_gid_entry e;
+
+	if (host_attr(qp, &a) || ibv_query_gid_ex(d->sh->ctx, 1, a.ah_attr.grh.sgid_index, &e, 0))
+		return -EIO;
+	memcpy(own, e.gid.raw, 16);
+	memcpy(peer, a.ah_attr.grh.dgid.raw, 16);
+	*ret_peer_qpn = a.dest_qp_num;
+	return rdma_gid_is_ipv4(own) && rdma_gid_is_ipv4(peer) ? 0 : -EAFNOSUPPORT;
+}
+
+int rdma_peer_pause(struct rdma_dev *d, struct rdma_qp *qp)
+{
+	struct rdma_peer_request req = { .op = RDMA_PEER_PAUSE, .from_qpn = qp->host_qpn };
+	uint8_t peer[16];
+	int r;
+
+	if (!d->sh->peer)
+		return -ENOTCONN;
+	r = ends(d, qp, req.from_gid, peer, &req.qpn);
+	if (!r && getrandom(req.token, sizeof(req.token), 0) != sizeof(req.token))
+		r = -EIO;
+	if (!r)
+		r = call(d->sh, req.from_gid, peer, &req, NULL);
+	if (r)
+		return r < 0 ? r : -r;
+	g_free(qp->moving);
+	qp->moving = g_new0(struct rdma_peer_link, 1);
+	memcpy(qp->moving->token, req.token, sizeof(req.token));
+	memcpy(qp->moving->gid, peer, 16);
+	qp->moving->qpn = req.qpn;
+	memcpy(qp->moving->from_gid, req.from_gid, 16);
+	qp->moving->from_qpn = req.from_qpn;
+	return 0;
+}
+
+void rdma_peer_resume(struct rdma_dev *d)
+{
+	for (uint32_t i = 0; i < d->qps.cap; i++) {
+		struct rdma_qp *qp = d->qps.obj[i];
+		struct rdma_peer_request req = { .op = RDMA_PEER_RESUME };
+
+		if (!qp || !qp->moving)
+			continue;
+		req.qpn = qp->moving->qpn;
+		req.from_qpn = qp->moving->from_qpn;
+		memcpy(req.from_gid, qp->moving->from_gid, 16);
+		memcpy(req.token, qp->moving->token, sizeof(req.token));
+		/* Not resumed, the peer goes on by itself when its hold ends. */
+		if (d->sh->peer)
+			call(d->sh, req.from_gid, qp->moving->gid, &req, NULL);
+		g_clear_pointer(&qp->moving, g_free);
+	}
+}
+
+/* The rkeys of the MRs in the QP's PD a peer may use, by the guest's. */
+static GArray *remote_rkeys(struct rdma_dev *d, struct rdma_qp *qp)
+{
+	GArray *a = g_array_new(FALSE, FALSE, sizeof(struct rdma_peer_rkey));
+
+	for (uint32_t i = 0; i < d->mrs.cap && a->len < RDMA_PEER_MAX_RKEYS; i++) {
+		const struct rdma_mr *mr = d->mrs.obj[i];
+
+		if (mr && mr->mr && mr->pd == qp->pd && mr->rkey &&
+		    (mr->access & (VRDMA_ACCESS_REMOTE_WRITE | VRDMA_ACCESS_REMOTE_READ |
+				   VRDMA_ACCESS_REMOTE_ATOMIC)))
+			g_array_append_val(a, ((struct rdma_peer_rkey){ mr->rkey, mr->mr->rkey }));
+	}
+	return a;
+}
+
+int rdma_peer_retarget(struct rdma_dev *d, struct rdma_qp *qp)
+{
+	struct rdma_peer_request req = {
+		.op = RDMA_PEER_RETARGET, .new_qpn = qp->host_qpn,
+	};
+	g_autoptr(GArray) rkeys = NULL;
+	uint8_t peer[16];
+	uint32_t peer_qpn;
+	int r;
+
+	if (!d->sh->peer)
+		return -ENOTCONN;
+	r = ends(d, qp, req.new_gid, peer, &peer_qpn);
+	if (r)
+		return r;
+	if (peer_qpn != qp->moving->qpn || memcmp(peer, qp->moving->gid, 16))
+		return -EINVAL;
+	req.qpn = peer_qpn;
+	req.from_qpn = qp->moving->from_qpn;
+	memcpy(req.from_gid, qp->moving->from_gid, 16);
+	memcpy(req.token, qp->moving->token, sizeof(req.token));
+	rkeys = remote_rkeys(d, qp);
+	req.n_rkeys = rkeys->len;
+	r = call(d->sh, req.new_gid, peer, &req, (const struct rdma_peer_rkey *)rkeys->data);
+	return r < 0 ? r : -r;
+}
