@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* vrdma-sriov output: errors to exit codes, JSON objects. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 #include "log.h"
@@ -54,6 +56,22 @@ int cli_usage_error(const char *usage, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n%s", usage);
 	return CLI_EXIT_USAGE;
+}
+
+int cli_help_only(int argc, char **argv, const char *usage)
+{
+	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'h') {
+			fputs(usage, stdout);
+			exit(CLI_EXIT_OK);
+		}
+		cli_usage_error(usage, "bad option");
+		return -1;
+	}
+	return optind;
 }
 
 JsonBuilder *cli_json_begin(void)
