@@ -134,6 +134,16 @@ static void json_pool(JsonBuilder *b, const struct sriov_pool_entry *e)
 	json_builder_end_object(b);
 }
 
+/* How a tenant's back end reaches a function: the same keys in 'show' and 'assign'. */
+static void json_reached_by(JsonBuilder *b, const char *ibdev, const char *uverbs,
+			    const char *netdev, int numa_node)
+{
+	cli_json_str(b, "ibdev", ibdev);
+	cli_json_str(b, "uverbs", uverbs);
+	cli_json_str(b, "netdev", netdev);
+	json_out_int(b, "numa-node", numa_node);
+}
+
 void cli_json_fn(JsonBuilder *b, const struct sriov_fn *fn, const struct sriov_pool_entry *e)
 {
 	cli_json_str(b, "function", fn->id);
@@ -147,10 +157,7 @@ void cli_json_fn(JsonBuilder *b, const struct sriov_fn *fn, const struct sriov_p
 		json_out_int(b, "num-vfs", fn->num_vfs);
 	}
 	cli_json_str(b, "driver", fn->driver);
-	cli_json_str(b, "ibdev", fn->ibdev);
-	cli_json_str(b, "uverbs", fn->uverbs);
-	cli_json_str(b, "netdev", fn->netdev);
-	json_out_int(b, "numa-node", fn->numa_node);
+	json_reached_by(b, fn->ibdev, fn->uverbs, fn->netdev, fn->numa_node);
 	cli_json_str(b, "link-layer", !fn->ibdev[0] ? NULL
 				      : fn->infiniband ? "InfiniBand" : "Ethernet");
 	cli_json_str(b, "problem", fn->status < 0 ? fn->problem : NULL);
@@ -163,10 +170,7 @@ void cli_json_assignment(JsonBuilder *b, const struct sriov_assignment *a)
 	cli_json_str(b, "function", a->function);
 	cli_json_str(b, "pci", a->pci);
 	cli_json_str(b, "pf", a->pf);
-	cli_json_str(b, "ibdev", a->ibdev);
-	cli_json_str(b, "uverbs", a->uverbs);
-	cli_json_str(b, "netdev", a->netdev);
-	json_out_int(b, "numa-node", a->numa_node);
+	json_reached_by(b, a->ibdev, a->uverbs, a->netdev, a->numa_node);
 	cli_json_str(b, "tenant", a->tenant);
 	json_out_bool(b, "new", a->new);
 }
