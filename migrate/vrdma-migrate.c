@@ -24,6 +24,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "parse-num.h"
+#include "program.h"
 #include "prom.h"
 #include "util.h"
 #include "xport-wire.h"
@@ -338,6 +339,8 @@ static void usage(FILE *f)
 		"owner to discard what it received.\n");
 }
 
+static const struct program_info program = { "vrdma-migrate", usage };
+
 static int parse_rate(const char *s, uint64_t *ret)
 {
 	char *end;
@@ -399,7 +402,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 			exit(EXIT_OK);
 		}
 		if (argc >= 2 && !strcmp(argv[1], "--version")) {
-			printf("vrdma-migrate %s\n", VRDMA_VERSION);
+			program_print_version(&program);
 			exit(EXIT_OK);
 		}
 		usage(stderr);
@@ -407,7 +410,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 	}
 	cli->incoming = strcmp(argv[1], "incoming") == 0;
 	optind = 2;
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((opt = program_getopt(&program, argc, argv, "h", longopts, NULL)) != -1) {
 		int r = 0;
 
 		switch (opt) {
@@ -455,9 +458,7 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		case 'P': cli->auth.psk_file = optarg; break;
 		case 'H': cli->auth.hostname = optarg; break;
 		case 'E': cfg->xopts.encrypt = true; break;
-		case 'h': usage(stdout); exit(EXIT_OK);
-		case 'V': printf("vrdma-migrate %s\n", VRDMA_VERSION); exit(EXIT_OK);
-		default: usage(stderr); return -EINVAL;
+		default: return -EINVAL;
 		}
 		if (r < 0) {
 			log_error("invalid value '%s' for --%s", optarg, option_long_name(longopts, opt));

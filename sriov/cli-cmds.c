@@ -1,31 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* vrdma-sriov list, show, enable, set: discovery and configuration. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "log.h"
-
-/* Parses only --help (and rejects other options) for commands with
- * positional arguments; returns the index of the first positional, or -1
- * after a usage error. */
-static int help_only(int argc, char **argv, const char *usage)
-{
-	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
-	int opt;
-
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (opt == 'h') {
-			fputs(usage, stdout);
-			exit(CLI_EXIT_OK);
-		}
-		cli_usage_error(usage, "bad option");
-		return -1;
-	}
-	return optind;
-}
 
 static int load_view(const struct cli *cli, struct sriov_scan **ret_scan,
 		     struct sriov_pool **ret_pool)
@@ -76,7 +56,7 @@ int cli_list(struct cli *cli, int argc, char **argv)
 	__attribute__((cleanup(sriov_scan_freep))) struct sriov_scan *scan = NULL;
 	__attribute__((cleanup(sriov_pool_freep))) struct sriov_pool *pool = NULL;
 	JsonBuilder *b = NULL;
-	int r = help_only(argc, argv, list_usage);
+	int r = cli_help_only(argc, argv, list_usage);
 
 	if (r < 0)
 		return CLI_EXIT_USAGE;
@@ -171,7 +151,7 @@ int cli_show(struct cli *cli, int argc, char **argv)
 	const struct sriov_fn *fn;
 	struct sriov_pool_entry e;
 	JsonBuilder *b = NULL;
-	int r = help_only(argc, argv, show_usage);
+	int r = cli_help_only(argc, argv, show_usage);
 
 	if (r < 0)
 		return CLI_EXIT_USAGE;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* vrdma-sriov output: errors to exit codes, JSON objects. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 #include "log.h"
@@ -54,6 +56,22 @@ int cli_usage_error(const char *usage, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n%s", usage);
 	return CLI_EXIT_USAGE;
+}
+
+int cli_help_only(int argc, char **argv, const char *usage)
+{
+	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'h') {
+			fputs(usage, stdout);
+			exit(CLI_EXIT_OK);
+		}
+		cli_usage_error(usage, "bad option");
+		return -1;
+	}
+	return optind;
 }
 
 JsonBuilder *cli_json_begin(void)
@@ -116,6 +134,16 @@ static void json_pool(JsonBuilder *b, const struct sriov_pool_entry *e)
 	json_builder_end_object(b);
 }
 
+/* How a tenant's back end reaches a function: the same keys in 'show' and 'assign'. */
+static void json_reached_by(JsonBuilder *b, const char *ibdev, const char *uverbs,
+			    const char *netdev, int numa_node)
+{
+	cli_json_str(b, "ibdev", ibdev);
+	cli_json_str(b, "uverbs", uverbs);
+	cli_json_str(b, "netdev", netdev);
+	json_out_int(b, "numa-node", numa_node);
+}
+
 void cli_json_fn(JsonBuilder *b, const struct sriov_fn *fn, const struct sriov_pool_entry *e)
 {
 	cli_json_str(b, "function", fn->id);
@@ -129,10 +157,7 @@ void cli_json_fn(JsonBuilder *b, const struct sriov_fn *fn, const struct sriov_p
 		json_out_int(b, "num-vfs", fn->num_vfs);
 	}
 	cli_json_str(b, "driver", fn->driver);
-	cli_json_str(b, "ibdev", fn->ibdev);
-	cli_json_str(b, "uverbs", fn->uverbs);
-	cli_json_str(b, "netdev", fn->netdev);
-	json_out_int(b, "numa-node", fn->numa_node);
+	json_reached_by(b, fn->ibdev, fn->uverbs, fn->netdev, fn->numa_node);
 	cli_json_str(b, "link-layer", !fn->ibdev[0] ? NULL
 				      : fn->infiniband ? "InfiniBand" : "Ethernet");
 	cli_json_str(b, "problem", fn->status < 0 ? fn->problem : NULL);
@@ -145,10 +170,7 @@ void cli_json_assignment(JsonBuilder *b, const struct sriov_assignment *a)
 	cli_json_str(b, "function", a->function);
 	cli_json_str(b, "pci", a->pci);
 	cli_json_str(b, "pf", a->pf);
-	cli_json_str(b, "ibdev", a->ibdev);
-	cli_json_str(b, "uverbs", a->uverbs);
-	cli_json_str(b, "netdev", a->netdev);
-	json_out_int(b, "numa-node", a->numa_node);
+	json_reached_by(b, a->ibdev, a->uverbs, a->netdev, a->numa_node);
 	cli_json_str(b, "tenant", a->tenant);
 	json_out_bool(b, "new", a->new);
 }

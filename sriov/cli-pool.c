@@ -168,17 +168,12 @@ static const char scrub_usage[] =
 
 int cli_scrub(struct cli *cli, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
 	struct sriov_res_count left;
-	int opt, r;
+	int r = cli_help_only(argc, argv, scrub_usage);
 
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (opt != 'h')
-			return cli_usage_error(scrub_usage, "bad option");
-		fputs(scrub_usage, stdout);
-		return CLI_EXIT_OK;
-	}
-	if (optind != argc - 1)
+	if (r < 0)
+		return CLI_EXIT_USAGE;
+	if (r != argc - 1)
 		return cli_usage_error(scrub_usage, "scrub needs one FUNCTION");
 	r = sriov_pool_scrub(&cli->ctx, argv[optind], &left);
 	if (r == -ENOENT)
@@ -202,17 +197,12 @@ static const char pool_usage[] =
 
 int cli_pool(struct cli *cli, int argc, char **argv)
 {
-	static const struct option longopts[] = { { "help", no_argument, NULL, 'h' }, { 0 } };
 	bool add;
-	int opt, r;
+	int r = cli_help_only(argc, argv, pool_usage);
 
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (opt != 'h')
-			return cli_usage_error(pool_usage, "bad option");
-		fputs(pool_usage, stdout);
-		return CLI_EXIT_OK;
-	}
-	if (optind != argc - 2 || (strcmp(argv[optind], "add") && strcmp(argv[optind], "remove")))
+	if (r < 0)
+		return CLI_EXIT_USAGE;
+	if (r != argc - 2 || (strcmp(argv[optind], "add") && strcmp(argv[optind], "remove")))
 		return cli_usage_error(pool_usage, "pool needs add|remove and one FUNCTION");
 	add = !strcmp(argv[optind], "add");
 	r = add ? sriov_pool_add(&cli->ctx, argv[optind + 1])

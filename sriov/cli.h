@@ -47,6 +47,10 @@ int cli_fail(const struct cli *cli, int err, const char *fmt, ...)
 int cli_usage_error(const char *usage, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 int cli_exit_code(int err);
+/* For a command whose arguments are all positional: --help prints its
+ * usage and exits 0, any other option is a usage error (-1); otherwise the
+ * index of the first positional argument. */
+int cli_help_only(int argc, char **argv, const char *usage);
 
 JsonBuilder *cli_json_begin(void);
 /* Ends the object cli_json_begin() opened and prints it on one line. */

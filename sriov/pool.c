@@ -440,16 +440,6 @@ static int add_member(const struct sriov_ctx *ctx, struct txn *t, const char *de
 	return sriov_state_save(ctx->state_path, t->pool);
 }
 
-int sriov_pool_add(const struct sriov_ctx *ctx, const char *device)
-{
-	if (!device)
-		return -EINVAL;
-	_cleanup_(txn_end) struct txn t;
-	int r = txn_begin(ctx, &t);
-
-	return r ? r : add_member(ctx, &t, device);
-}
-
 static int remove_member(const struct sriov_ctx *ctx, struct txn *t, const char *device)
 {
 	const struct sriov_fn *fn = sriov_scan_find(t->scan, device);
@@ -467,14 +457,27 @@ static int remove_member(const struct sriov_ctx *ctx, struct txn *t, const char 
 	return -ENOENT;
 }
 
-int sriov_pool_remove(const struct sriov_ctx *ctx, const char *device)
+/* 'pool add' and 'pool remove': one change to the members, under the lock. */
+static int change_members(const struct sriov_ctx *ctx, const char *device,
+			  int (*change)(const struct sriov_ctx *ctx, struct txn *t,
+					const char *device))
 {
 	if (!device)
 		return -EINVAL;
 	_cleanup_(txn_end) struct txn t;
 	int r = txn_begin(ctx, &t);
 
-	return r ? r : remove_member(ctx, &t, device);
+	return r ? r : change(ctx, &t, device);
+}
+
+int sriov_pool_add(const struct sriov_ctx *ctx, const char *device)
+{
+	return change_members(ctx, device, add_member);
+}
+
+int sriov_pool_remove(const struct sriov_ctx *ctx, const char *device)
+{
+	return change_members(ctx, device, remove_member);
 }
 
 /* A VF that disappears with the new count while someone still owns it. */

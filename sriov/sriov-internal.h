@@ -13,6 +13,10 @@
 
 /* ---- sysfs.c: every byte read from sysfs goes through these ---- */
 
+/* Reads fd to its end into buf (room for max + 1 bytes, not terminated):
+ * its length, or -EBADMSG when it holds more than max bytes. */
+int sriov_read_capped(int fd, char *buf, size_t max, size_t *ret_len);
+
 /* Reads <path> (at most SRIOV_ATTR_MAX bytes, one trailing newline
  * stripped).  -EBADMSG for longer content, NUL or control characters. */
 int sriov_read_attr(const char *path, char ret_buf[SRIOV_ATTR_MAX + 1]);

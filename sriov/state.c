@@ -254,25 +254,15 @@ char *sriov_state_format(const struct sriov_pool *pool)
 	return json_out_text(b, TRUE);
 }
 
-/* Reads at most STATE_MAX_BYTES + 1 bytes: one more means too long. */
+/* The whole file as a string, if it holds at most STATE_MAX_BYTES. */
 static int read_capped(int fd, char **ret_text, size_t *ret_len)
 {
 	g_autofree char *buf = g_malloc(STATE_MAX_BYTES + 2);
-	size_t len = 0;
+	size_t len;
+	int r = sriov_read_capped(fd, buf, STATE_MAX_BYTES, &len);
 
-	while (len <= STATE_MAX_BYTES) {
-		ssize_t n = read(fd, buf + len, STATE_MAX_BYTES + 1 - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > STATE_MAX_BYTES)
-		return -EBADMSG;
+	if (r < 0)
+		return r;
 	buf[len] = '\0';
 	*ret_text = g_steal_pointer(&buf);
 	*ret_len = len;

@@ -17,28 +17,39 @@
 #include "sriov-internal.h"
 #include "util.h"
 
-int sriov_read_attr(const char *path, char ret_buf[SRIOV_ATTR_MAX + 1])
+int sriov_read_capped(int fd, char *buf, size_t max, size_t *ret_len)
 {
-	_cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	size_t len = 0;
 
-	if (fd < 0)
-		return -errno;
 	/* One byte more than allowed, to tell "full" from "too long". */
-	while (len <= SRIOV_ATTR_MAX) {
-		ssize_t n = read(fd, ret_buf + len, SRIOV_ATTR_MAX + 1 - len);
+	while (len <= max) {
+		ssize_t n = read(fd, buf + len, max + 1 - len);
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
 			return -errno;
-		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
 	}
-	if (len > SRIOV_ATTR_MAX)
+	if (len > max)
 		return -EBADMSG;
+	*ret_len = len;
+	return 0;
+}
+
+int sriov_read_attr(const char *path, char ret_buf[SRIOV_ATTR_MAX + 1])
+{
+	_cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	size_t len = 0;
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = sriov_read_capped(fd, ret_buf, SRIOV_ATTR_MAX, &len);
+	if (r < 0)
+		return r;
 	if (len && ret_buf[len - 1] == '\n')
 		len--;
 	ret_buf[len] = '\0';

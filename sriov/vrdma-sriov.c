@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "program.h"
 
 static void usage(FILE *f)
 {
@@ -70,6 +71,8 @@ static int no_netlink(void *opaque, int protocol, struct nl_msg *req,
  * it can only make scrubs fail (nothing then proves a function clean). */
 static const struct sriov_nl_ops nl_none = { .transact = no_netlink };
 
+static const struct program_info program = { "vrdma-sriov", usage };
+
 static int parse_global(int argc, char **argv, struct cli *cli)
 {
 	static const struct option longopts[] = {
@@ -85,7 +88,7 @@ static int parse_global(int argc, char **argv, struct cli *cli)
 	int opt;
 
 	/* '+': stop at the command, whose options are its own. */
-	while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	while ((opt = program_getopt(&program, argc, argv, "+h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'r': cli->ctx.sysfs_root = optarg; break;
 		case 's': cli->ctx.state_path = optarg; break;
@@ -96,9 +99,7 @@ static int parse_global(int argc, char **argv, struct cli *cli)
 			break;
 		case 'j': cli->json = true; break;
 		case 'N': cli->ctx.nl = &nl_none; break;
-		case 'h': usage(stdout); exit(CLI_EXIT_OK);
-		case 'V': printf("vrdma-sriov %s\n", VRDMA_VERSION); exit(CLI_EXIT_OK);
-		default: usage(stderr); return -EINVAL;
+		default: return -EINVAL;
 		}
 	}
 	if (optind >= argc) {

@@ -38,6 +38,7 @@
 
 #include "log.h"
 #include "owner-proto.h"
+#include "program.h"
 #include "fileio.h"
 #include "util.h"
 
@@ -1604,6 +1605,8 @@ static int check_opts(const struct gs_opts *o)
 	return 0;
 }
 
+static const struct program_info program = { "vrdma-guestsim", usage };
+
 static int parse_args(int argc, char **argv, struct gs_opts *o)
 {
 	static const struct option longopts[] = {
@@ -1634,19 +1637,9 @@ static int parse_args(int argc, char **argv, struct gs_opts *o)
 		.nblocks = GS_DEFAULT_BLOCKS, .page_size = OWNER_MIN_PAGE, .hot_fraction = 0.1,
 		.corrupt_page = UINT64_MAX,
 	};
-	while ((opt = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
-		if (opt == 'h') {
-			usage(stdout);
-			exit(GS_EXIT_OK);
-		}
-		if (opt == 'V') {
-			printf("vrdma-guestsim %s\n", VRDMA_VERSION);
-			exit(GS_EXIT_OK);
-		}
-		if (opt == '?') {
-			usage(stderr);
+	while ((opt = program_getopt(&program, argc, argv, "h", longopts, &idx)) != -1) {
+		if (opt == '?')
 			return -EINVAL;
-		}
 		if (parse_one(o, opt, optarg) < 0) {
 			log_error("invalid value for --%s: '%s' (see --help)",
 				  longopts[idx].name, optarg);

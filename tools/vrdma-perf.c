@@ -25,6 +25,7 @@
 
 #include "log.h"
 #include "parse-num.h"
+#include "program.h"
 #include "util.h"
 #include "xport.h"
 
@@ -351,6 +352,8 @@ static void usage(FILE *f)
 		"Bandwidth is in MiB/s (perftest's 'MB/sec').\n");
 }
 
+static const struct program_info program = { "vrdma-perf", usage };
+
 static int parse_args(int argc, char **argv, struct perf_cfg *cfg)
 {
 	static const struct option longopts[] = {
@@ -374,7 +377,7 @@ static int parse_args(int argc, char **argv, struct perf_cfg *cfg)
 	xport_opts_init(&cfg->xopts);
 	cfg->size = 65536;
 	cfg->port = "18515";
-	while ((opt = getopt_long(argc, argv, "t:s:n:p:b:q:h", longopts, NULL)) != -1) {
+	while ((opt = program_getopt(&program, argc, argv, "t:s:n:p:b:q:h", longopts, NULL)) != -1) {
 		int r = 0;
 
 		switch (opt) {
@@ -412,14 +415,7 @@ static int parse_args(int argc, char **argv, struct perf_cfg *cfg)
 			cfg->xopts.signal_interval = (unsigned)v;
 			break;
 		case 'Z': r = xport_zerocopy_parse(optarg, &cfg->xopts.zerocopy); break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case 'V':
-			printf("vrdma-perf %s\n", VRDMA_VERSION);
-			exit(0);
 		default:
-			usage(stderr);
 			return -EINVAL;
 		}
 		if (r < 0) {

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "vt-dev.h"
 #include "vu-front.h"
 
 #define CONNECT_TIMEOUT_MS	20000
@@ -79,11 +80,7 @@ struct slot {
 };
 
 struct bench_dev {
-	struct vuf_conn *c;
-	struct vuf_mem *mem;
-	struct vuf_vq vq;
-	bool vq_ready;
-	uint64_t features, protocol;
+	struct vt_dev dev;	/* one queue */
 	uint64_t capacity;	/* bytes */
 	int inflight_fd;
 	struct slot slots[MAX_DEPTH];
@@ -169,24 +166,24 @@ static int setup_inflight(struct bench_dev *d)
 	struct vuf_inflight_desc desc;
 	int ret;
 
-	if (!(d->protocol & VUF_BIT(VUF_PF_INFLIGHT_SHMFD)))
+	if (!(d->dev.protocol & VUF_BIT(VUF_PF_INFLIGHT_SHMFD)))
 		return 0;
-	ret = vuf_get_inflight_fd(d->c, 1, QUEUE_SIZE, &desc, &d->inflight_fd);
-	return ret ?: vuf_set_inflight_fd(d->c, &desc, d->inflight_fd);
+	ret = vuf_get_inflight_fd(d->dev.c, 1, QUEUE_SIZE, &desc, &d->inflight_fd);
+	return ret ?: vuf_set_inflight_fd(d->dev.c, &desc, d->inflight_fd);
 }
 
 static int alloc_slots(struct bench_dev *d)
 {
 	for (unsigned i = 0; i < MAX_DEPTH; i++) {
 		struct slot *s = &d->slots[i];
-		int ret = vuf_mem_alloc(d->mem, BLK_HDR_SIZE + 16, 16, &s->hdr_gpa);
+		int ret = vuf_mem_alloc(d->dev.mem, BLK_HDR_SIZE + 16, 16, &s->hdr_gpa);
 
 		if (!ret)
-			ret = vuf_mem_alloc(d->mem, MAX_IO, 4096, &s->data_gpa);
+			ret = vuf_mem_alloc(d->dev.mem, MAX_IO, 4096, &s->data_gpa);
 		if (ret)
 			return ret;
-		s->hdr = vuf_mem_ptr(d->mem, s->hdr_gpa, BLK_HDR_SIZE + 1);
-		s->data = vuf_mem_ptr(d->mem, s->data_gpa, MAX_IO);
+		s->hdr = vuf_mem_ptr(d->dev.mem, s->hdr_gpa, BLK_HDR_SIZE + 1);
+		s->data = vuf_mem_ptr(d->dev.mem, s->data_gpa, MAX_IO);
 	}
 	return 0;
 }
@@ -197,33 +194,21 @@ static int dev_open(struct bench_dev *d, const char *sock)
 	int ret;
 
 	d->inflight_fd = -1;
-	ret = vuf_conn_connect(sock, CONNECT_TIMEOUT_MS, &d->c);
-	if (ret)
-		return ret;
-	d->mem = vuf_mem_new();
-	if (!d->mem)
-		return -ENOMEM;
-	ret = vuf_negotiate(d->c, WANT_FEATURES, WANT_PROTOCOL, &d->features, &d->protocol);
+	ret = vt_dev_connect(&d->dev, sock, CONNECT_TIMEOUT_MS, WANT_FEATURES, WANT_PROTOCOL);
 	if (ret)
 		return ret;
 	/* Without these the numbers would not be what a guest sees. */
-	if (!(d->features & VUF_BIT(VUF_F_EVENT_IDX)) ||
-	    !(d->features & VUF_BIT(VUF_F_INDIRECT_DESC)) ||
-	    !(d->protocol & VUF_BIT(VUF_PF_CONFIG)))
+	if (!(d->dev.features & VUF_BIT(VUF_F_EVENT_IDX)) ||
+	    !(d->dev.features & VUF_BIT(VUF_F_INDIRECT_DESC)) ||
+	    !(d->dev.protocol & VUF_BIT(VUF_PF_CONFIG)))
 		return -EOPNOTSUPP;
-	ret = vuf_blk_get_config(d->c, &cfg);
+	ret = vuf_blk_get_config(d->dev.c, &cfg);
 	if (!ret)
 		ret = setup_inflight(d);
 	if (!ret)
-		ret = vuf_mem_add_region(d->mem, 0, GUEST_RAM_SIZE, 0);
+		ret = vuf_mem_add_region(d->dev.mem, 0, GUEST_RAM_SIZE, 0);
 	if (!ret)
-		ret = vuf_mem_send_table(d->mem, d->c);
-	if (!ret)
-		ret = vuf_vq_init(&d->vq, d->c, d->mem, 0, QUEUE_SIZE);
-	if (ret)
-		return ret;
-	d->vq_ready = true;
-	ret = vuf_vq_start(&d->vq);
+		ret = vt_dev_start_queues(&d->dev, 1, QUEUE_SIZE, true);
 	if (!ret)
 		ret = alloc_slots(d);
 	if (ret)
@@ -236,10 +221,7 @@ static int dev_open(struct bench_dev *d, const char *sock)
 
 static void dev_close(struct bench_dev *d)
 {
-	if (d->vq_ready)
-		vuf_vq_destroy(&d->vq);
-	vuf_conn_free(d->c);
-	vuf_mem_free(d->mem);
+	vt_dev_close(&d->dev);
 	closep(&d->inflight_fd);
 }
 
@@ -281,7 +263,7 @@ static int post(struct run *r, struct slot *s, uint64_t offset)
 	s->hdr[BLK_HDR_SIZE] = 0xff;
 	s->posted_ns = monotonic_ns();
 	/* Linux puts any multi-buffer request in an indirect table when it can. */
-	ret = vuf_vq_add(&d->vq, bufs, ARRAY_SIZE(bufs), true, &head);
+	ret = vuf_vq_add(&d->dev.vq[0], bufs, ARRAY_SIZE(bufs), true, &head);
 	if (ret)
 		return ret;
 	d->by_head[head] = s;
@@ -366,7 +348,7 @@ static int wait_used(struct vuf_vq *vq)
 /* Completes what is in the used ring, reposting while time remains. */
 static int reap_all(struct run *r, bool exact_tag, bool repost)
 {
-	struct vuf_vq *vq = &r->d->vq;
+	struct vuf_vq *vq = &r->d->dev.vq[0];
 
 	while (vuf_vq_pending_used(vq)) {
 		struct vuf_used u;
@@ -398,14 +380,14 @@ static int run_job(struct run *r, uint64_t duration_ns, uint64_t *ret_ns)
 	for (unsigned i = 0; i < r->job->depth && !ret; i++)
 		ret = post(r, &r->d->slots[i], next_offset(r));
 	if (!ret)
-		ret = vuf_vq_kick(&r->d->vq);
+		ret = vuf_vq_kick(&r->d->dev.vq[0]);
 	while (!ret && r->inflight) {
-		ret = wait_used(&r->d->vq);
+		ret = wait_used(&r->d->dev.vq[0]);
 		if (!ret)
 			ret = reap_all(r, false, true);
 		/* One notification per batch, as blk-mq does for the last request. */
 		if (!ret)
-			ret = vuf_vq_kick(&r->d->vq);
+			ret = vuf_vq_kick(&r->d->dev.vq[0]);
 	}
 	*ret_ns = monotonic_ns() - start;
 	return ret;
@@ -422,9 +404,9 @@ static int read_back(struct run *w)
 	for (uint64_t i = 0; i < n && !ret; i++) {
 		ret = post(&r, &w->d->slots[0], w->written[i]);
 		if (!ret)
-			ret = vuf_vq_kick(&w->d->vq);
+			ret = vuf_vq_kick(&w->d->dev.vq[0]);
 		if (!ret)
-			ret = wait_used(&w->d->vq);
+			ret = wait_used(&w->d->dev.vq[0]);
 		if (!ret)
 			ret = reap_all(&r, true, false);
 	}
@@ -523,7 +505,7 @@ static int bench(const char *sock, double seconds, double warmup)
 		return 1;
 	}
 	printf("# features 0x%llx protocol 0x%llx inflight %s capacity %llu MiB\n",
-	       (unsigned long long)d.features, (unsigned long long)d.protocol,
+	       (unsigned long long)d.dev.features, (unsigned long long)d.dev.protocol,
 	       d.inflight_fd >= 0 ? "yes" : "no", (unsigned long long)(d.capacity >> 20));
 	for (size_t i = 0; i < ARRAY_SIZE(jobs) && !ret; i++) {
 		ret = bench_job(&d, &jobs[i], (uint64_t)(warmup * 1e9),

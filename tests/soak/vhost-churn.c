@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vt-dev.h"
 #include "vu-front.h"
 
 #define RAM_SIZE (1u << 20)
@@ -27,41 +28,24 @@
 #define TIMEOUT_MS 10000
 
 struct client {
-	struct vuf_conn *c;
-	struct vuf_mem *mem;
-	struct vuf_vq vq;
-	bool vq_ready;
+	struct vt_dev dev;	/* one queue */
 	struct vuf_blk_req req;
 };
 
 static int client_open(struct client *cl, const char *sock)
 {
-	uint64_t features, protocol;
-	int ret;
+	int ret = vt_dev_connect(&cl->dev, sock, TIMEOUT_MS,
+				 VUF_BIT(VUF_F_VERSION_1) | VUF_BIT(VUF_F_EVENT_IDX) |
+					 VUF_BIT(VUF_F_INDIRECT_DESC) |
+					 VUF_BIT(VUF_F_PROTOCOL_FEATURES),
+				 VUF_BIT(VUF_PF_REPLY_ACK) | VUF_BIT(VUF_PF_CONFIG));
 
-	ret = vuf_conn_connect(sock, TIMEOUT_MS, &cl->c);
-	if (ret)
-		return ret;
-	cl->mem = vuf_mem_new();
-	if (!cl->mem)
-		return -ENOMEM;
-	ret = vuf_negotiate(cl->c,
-			    VUF_BIT(VUF_F_VERSION_1) | VUF_BIT(VUF_F_EVENT_IDX) |
-				    VUF_BIT(VUF_F_INDIRECT_DESC) | VUF_BIT(VUF_F_PROTOCOL_FEATURES),
-			    VUF_BIT(VUF_PF_REPLY_ACK) | VUF_BIT(VUF_PF_CONFIG),
-			    &features, &protocol);
 	if (!ret)
-		ret = vuf_mem_add_region(cl->mem, 0, RAM_SIZE, 0);
+		ret = vuf_mem_add_region(cl->dev.mem, 0, RAM_SIZE, 0);
 	if (!ret)
-		ret = vuf_mem_send_table(cl->mem, cl->c);
+		ret = vt_dev_start_queues(&cl->dev, 1, QUEUE_SIZE, true);
 	if (!ret)
-		ret = vuf_vq_init(&cl->vq, cl->c, cl->mem, 0, QUEUE_SIZE);
-	if (ret)
-		return ret;
-	cl->vq_ready = true;
-	ret = vuf_vq_start(&cl->vq);
-	if (!ret)
-		ret = vuf_blk_req_alloc(cl->mem, BLOCK, &cl->req);
+		ret = vuf_blk_req_alloc(cl->dev.mem, BLOCK, &cl->req);
 	return ret;
 }
 
@@ -69,12 +53,9 @@ static void client_close(struct client *cl, bool cleanly)
 {
 	uint32_t base;
 
-	if (cleanly && cl->vq_ready)
-		(void)vuf_vq_stop(&cl->vq, &base);
-	if (cl->vq_ready)
-		vuf_vq_destroy(&cl->vq);
-	vuf_conn_free(cl->c);
-	vuf_mem_free(cl->mem);
+	if (cleanly && cl->dev.nvq)
+		(void)vuf_vq_stop(&cl->dev.vq[0], &base);
+	vt_dev_close(&cl->dev);
 	memset(cl, 0, sizeof(*cl));
 }
 
@@ -87,11 +68,12 @@ static int client_io(struct client *cl, unsigned round, unsigned idx)
 
 	for (unsigned i = 0; i < BLOCK; i++)
 		out[i] = (uint8_t)(i * 7 + round * 31 + idx);
-	st = vuf_blk_io(&cl->vq, &cl->req, VUF_BLK_T_OUT, sector, out, BLOCK, idx & 1, TIMEOUT_MS);
+	st = vuf_blk_io(&cl->dev.vq[0], &cl->req, VUF_BLK_T_OUT, sector, out, BLOCK, idx & 1,
+			TIMEOUT_MS);
 	if (st != VUF_BLK_S_OK)
 		return st < 0 ? st : -EIO;
 	memset(in, 0, sizeof(in));
-	st = vuf_blk_io(&cl->vq, &cl->req, VUF_BLK_T_IN, sector, in, BLOCK, false, TIMEOUT_MS);
+	st = vuf_blk_io(&cl->dev.vq[0], &cl->req, VUF_BLK_T_IN, sector, in, BLOCK, false, TIMEOUT_MS);
 	if (st != VUF_BLK_S_OK)
 		return st < 0 ? st : -EIO;
 	return memcmp(in, out, BLOCK) ? -EILSEQ : 0;
@@ -126,7 +108,7 @@ int main(int argc, char **argv)
 			}
 		}
 		for (unsigned i = 0; i < n; i++)
-			if (clients[i].c)
+			if (clients[i].dev.c)
 				client_close(&clients[i], i & 1);
 		printf("round %u: %u front ends served%s\n", first + r, n, bad ? " (FAILED)" : "");
 		fflush(stdout);

@@ -186,43 +186,15 @@ int vt_run_group(const char *name, const struct CMUnitTest *tests, size_t n,
 int vt_dev_open(struct vt_dev *dev, const char *sock, uint64_t want, uint64_t want_proto,
 		unsigned nvq, uint16_t qsize, bool start)
 {
-	int ret;
+	int ret = vt_dev_connect(dev, sock, VT_TIMEOUT_MS, want, want_proto);
 
-	memset(dev, 0, sizeof(*dev));
-	if (nvq > VT_MAX_VQS)
-		return -EINVAL;
-	ret = vuf_conn_connect(sock, VT_TIMEOUT_MS, &dev->c);
-	if (ret)
-		return ret;
-	dev->mem = vuf_mem_new();
-	if (!dev->mem)
-		return -ENOMEM;
-	ret = vuf_negotiate(dev->c, want, want_proto, &dev->features, &dev->protocol);
 	if (!ret)
 		ret = vuf_mem_add_region(dev->mem, VT_RAM0_GPA, VT_RAM0_SIZE, 0);
 	if (!ret)
 		ret = vuf_mem_add_region(dev->mem, VT_RAM1_GPA, VT_RAM1_SIZE, VT_RAM1_FD_OFFSET);
 	if (!ret)
-		ret = vuf_mem_send_table(dev->mem, dev->c);
-	for (unsigned i = 0; !ret && i < nvq; i++) {
-		ret = vuf_vq_init(&dev->vq[i], dev->c, dev->mem, i, qsize);
-		if (!ret)
-			dev->nvq++;
-	}
-	for (unsigned i = 0; !ret && start && i < nvq; i++)
-		ret = vuf_vq_start(&dev->vq[i]);
+		ret = vt_dev_start_queues(dev, nvq, qsize, start);
 	return ret;
-}
-
-void vt_dev_close(struct vt_dev *dev)
-{
-	for (unsigned i = 0; i < dev->nvq; i++)
-		vuf_vq_destroy(&dev->vq[i]);
-	dev->nvq = 0;
-	vuf_conn_free(dev->c);
-	dev->c = NULL;
-	vuf_mem_free(dev->mem);
-	dev->mem = NULL;
 }
 
 int vt_blk_round_trip(struct vt_dev *dev, struct vuf_blk_req *req, uint64_t sector,

@@ -14,10 +14,10 @@
 
 #include <cmocka.h>
 
+#include "vt-dev.h"
 #include "vu-front.h"
 
 #define VT_TIMEOUT_MS vuf_slow_ms(5000)
-#define VT_MAX_VQS 8
 /* Two regions, the second high and at a non-zero fd offset. */
 #define VT_RAM0_GPA 0x0ull
 #define VT_RAM0_SIZE (16ull << 20)
@@ -61,14 +61,6 @@ int vt_run_group(const char *name, const struct CMUnitTest *tests, size_t n,
 	vt_run_group(#tests, tests, sizeof(tests) / sizeof(tests[0]), setup, teardown,       \
 		     (struct vt_daemon *const[]){ __VA_ARGS__, NULL })
 
-struct vt_dev {
-	struct vuf_conn *c;
-	struct vuf_mem *mem;
-	struct vuf_vq vq[VT_MAX_VQS];
-	unsigned nvq;
-	uint64_t features, protocol;
-};
-
 /*
  * Connects, negotiates want & offered (protocol: want_proto & offered),
  * sends the two-region memory table, lays out nvq queues of qsize and
@@ -76,7 +68,6 @@ struct vt_dev {
  */
 int vt_dev_open(struct vt_dev *dev, const char *sock, uint64_t want, uint64_t want_proto,
 		unsigned nvq, uint16_t qsize, bool start);
-void vt_dev_close(struct vt_dev *dev);
 
 /*
  * Writes 4 KiB (a pattern from seed) at sector through queue 0 and reads

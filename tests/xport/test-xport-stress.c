@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "program.h"
 #include "util.h"
 #include "xport.h"
 
@@ -736,6 +737,8 @@ static void usage(FILE *f)
 		   "[--zerocopy auto|on|off]\n");
 }
 
+static const struct program_info program = { "test-xport-stress", usage };
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -752,26 +755,18 @@ int main(int argc, char **argv)
 	int pipefd[2], port, opt;
 	struct pollfd pfd;
 
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((opt = program_getopt(&program, argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's': seconds = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'n': iterations = strtoull(optarg, NULL, 0); break;
 		case 'S': seed = strtoull(optarg, NULL, 0); break;
 		case 'b': max_bandwidth = strtoull(optarg, NULL, 0) << 20; break;
 		case 'z':
-			if (!strcmp(optarg, "auto"))
-				zerocopy = XPORT_ZC_AUTO;
-			else if (!strcmp(optarg, "on"))
-				zerocopy = XPORT_ZC_ON;
-			else if (!strcmp(optarg, "off"))
-				zerocopy = XPORT_ZC_OFF;
-			else {
-				usage(stderr);
-				return 2;
-			}
-			break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+			if (xport_zerocopy_parse(optarg, &zerocopy) == 0)
+				break;
+			usage(stderr);
+			return 2;
+		default: return 2;
 		}
 	}
 	if (optind != argc || seconds > 90) {

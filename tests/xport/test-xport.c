@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "program.h"
 #include "util.h"
 #include "xport.h"
 
@@ -859,6 +860,8 @@ static void usage(FILE *f)
 		"The address defaults to $VRDMA_RXE_ADDR_A or 127.0.0.1.\n");
 }
 
+static const struct program_info program = { "test-xport", usage };
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -879,7 +882,7 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	addr = getenv("VRDMA_RXE_ADDR_A") ? getenv("VRDMA_RXE_ADDR_A") : "127.0.0.1";
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((opt = program_getopt(&program, argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 't':
 			if (xport_kind_parse(optarg, &kind) < 0 || kind == XPORT_KIND_AUTO)
@@ -893,8 +896,7 @@ int main(int argc, char **argv)
 		case 'f': file_backed = true; break;
 		case 'A': auth_spec = optarg; break;
 		case 'E': encrypt_stream = true; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return 2;
 		}
 	}
 	if (channels < 1 || channels > XPORT_MAX_CHANNELS)
