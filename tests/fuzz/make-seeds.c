@@ -471,6 +471,23 @@ static void blk_request(struct stream *s, uint32_t type)
 	s->b[s->n++] = 0x81;
 }
 
+/*
+ * Queue 0 of 8 entries from index 0, its rings at uva (desc, avail at
+ * +0x1000, used at +0x2000); addr_flags 1 logs the used ring.
+ */
+static void rec_queue0(struct stream *s, uint64_t uva, uint8_t addr_flags)
+{
+	struct stream m = { .n = 0 };
+	uint8_t p[40] = { 0 };
+
+	vu_add(&m, VU_SET_VRING_NUM, 0, (uint32_t[]){ 0, 8 }, 8);
+	p[4] = addr_flags;
+	memcpy(p + 8, (uint64_t[]){ uva, uva + 0x2000, uva + 0x1000, 0x2000 }, 32);
+	vu_add(&m, VU_SET_VRING_ADDR, 0, p, 40);
+	vu_add(&m, VU_SET_VRING_BASE, 0, (uint32_t[]){ 0, 0 }, 8);
+	rec_msgs(s, 0x00, &m);
+}
+
 static void dev_seeds(void)
 {
 	const uint64_t uva = 0x7f0000000000ull;
@@ -488,13 +505,7 @@ static void dev_seeds(void)
 	memcpy(p + 8, (uint64_t[]){ 0, 1 << 20, uva, 0 }, 32);
 	vu_add(&m, VU_SET_MEM_TABLE, 0, p, 40);
 	rec_msgs(&s, 0x01, &m);
-	m.n = 0;
-	vu_add(&m, VU_SET_VRING_NUM, 0, (uint32_t[]){ 0, 8 }, 8);
-	memset(p, 0, sizeof(p));
-	memcpy(p + 8, (uint64_t[]){ uva, uva + 0x2000, uva + 0x1000, 0x2000 }, 32);
-	vu_add(&m, VU_SET_VRING_ADDR, 0, p, 40);
-	vu_add(&m, VU_SET_VRING_BASE, 0, (uint32_t[]){ 0, 0 }, 8);
-	rec_msgs(&s, 0x00, &m);
+	rec_queue0(&s, uva, 0);
 	m.n = 0;
 	vu_add(&m, VU_SET_VRING_CALL, 0, (uint64_t[]){ 0 }, 8);
 	rec_msgs(&s, 0x41, &m);
@@ -576,14 +587,7 @@ static void dev_seeds(void)
 	memcpy(p, (uint64_t[]){ 4096, 0xd0000 }, 16);
 	vu_add(&m, VU_SET_LOG_BASE, 0, p, 16);
 	rec_msgs(&s, 0x01, &m);
-	m.n = 0;
-	vu_add(&m, VU_SET_VRING_NUM, 0, (uint32_t[]){ 0, 8 }, 8);
-	memset(p, 0, sizeof(p));
-	p[0] = 0, p[4] = 1; /* LOG */
-	memcpy(p + 8, (uint64_t[]){ uva, uva + 0x2000, uva + 0x1000, 0x2000 }, 32);
-	vu_add(&m, VU_SET_VRING_ADDR, 0, p, 40);
-	vu_add(&m, VU_SET_VRING_BASE, 0, (uint32_t[]){ 0, 0 }, 8);
-	rec_msgs(&s, 0x00, &m);
+	rec_queue0(&s, uva, 1);
 	m.n = 0;
 	vu_add(&m, VU_SET_VRING_KICK, 0, (uint64_t[]){ 0 }, 8);
 	rec_msgs(&s, 0x41, &m);
