@@ -20,16 +20,11 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "rdma-check-shared.h"
 #include "rdma-internal.h"
 #include "rdma-state.h"
 
 #define GIB (1ull << 30)
-
-static const struct rdma_limits lim_full = {
-	.max_mr_size = 4 * GIB, .max_qp_wr = 16383, .max_cqe = 16383,
-	.max_send_sge = 32, .max_recv_sge = 32, .max_inline = 256,
-	.gid_tbl_len = 16, .max_rd_atom = 16, .atomics = true,
-};
 
 /* A small host (rxe-like): clamps below the device's own maxima. */
 static const struct rdma_limits lim_small = {
@@ -102,15 +97,6 @@ static void command(const uint8_t *buf, size_t len, const struct rdma_limits *li
 	case VRDMA_CMD_MODIFY_QP:
 		(void)rdma_check_modify_qp(&rq, lim, &mq);
 		break;
-	case VRDMA_CMD_DESTROY_PD:
-	case VRDMA_CMD_DEREG_MR:
-	case VRDMA_CMD_DESTROY_CQ:
-	case VRDMA_CMD_QUERY_QP:
-	case VRDMA_CMD_DESTROY_QP:
-	case VRDMA_CMD_CM_DISCONNECT:
-	case VRDMA_CMD_CM_DESTROY_LISTEN:
-		(void)rdma_check_handle(&rq, &handle);
-		break;
 	case VRDMA_CMD_CM_CONNECT:
 		if (rdma_check_cm_connect(&rq, lim, &cc) == VRDMA_OK)
 			FUZZ_CHECK(cc.qp && cc.dst_port && cc.pdata_len <= sizeof(cc.pdata));
@@ -132,6 +118,8 @@ static void command(const uint8_t *buf, size_t len, const struct rdma_limits *li
 			FUZZ_CHECK(rq.len == 0);
 		break;
 	default: /* QUERY_DEVICE, CREATE_PD: no payload, checked in rdma-ctrl.c */
+		if (rdma_cmd_takes_handle(rq.opcode))
+			(void)rdma_check_handle(&rq, &handle);
 		break;
 	}
 }

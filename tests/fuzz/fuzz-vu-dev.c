@@ -16,7 +16,6 @@
  * so); every fd and mapping must go with it.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -24,16 +23,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fdpass.h"
 #include "device.h"
 #include "fuzz.h"
+#include "fuzz-stream.h"
 #include "vu-internal.h"
 
 #define RAM_SIZE (1u << 20)
 #define BLK_SIZE (1u << 20)
 #define MAX_FDS 15u
 #define MAX_WATCHES 64u
-#define FD_WINDOW 512
 
 static const struct vhost_device_type *const types[] = { &vhost_blk_type, &vhost_rng_type };
 
@@ -107,28 +105,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void open_fds(bool ret_open[FD_WINDOW])
-{
-	for (int fd = 0; fd < FD_WINDOW; fd++)
-		ret_open[fd] = fcntl(fd, F_GETFD) >= 0;
-}
-
 static void send_stream(int sock, const uint8_t *p, size_t n, unsigned int nfds, bool events)
 {
-	union {
-		char buf[FDPASS_CONTROL_SIZE(MAX_FDS)];
-		struct cmsghdr align;
-	} cbuf;
-	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int fds[MAX_FDS];
 
 	for (unsigned int i = 0; i < nfds; i++) {
 		fds[i] = events ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : fx.ram_fd;
 		FUZZ_CHECK(fds[i] >= 0);
 	}
-	fdpass_attach(&mh, cbuf.buf, fds, nfds);
-	(void)sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	fuzz_send(sock, p, n, fds, nfds);
 	for (unsigned int i = 0; events && i < nfds; i++)
 		close(fds[i]);
 }
@@ -172,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static bool guarded;
 	const struct vhost_device_type *type;
 	struct vu_device_ops ops;
-	bool fds_before[FD_WINDOW], fds_after[FD_WINDOW];
+	struct fuzz_fds fds_before;
 	struct vu_dev *dev;
 	void *inst;
 	size_t at = 1;
@@ -187,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(vu_guard_install() == 0);
 		guarded = true;
 	}
-	open_fds(fds_before);
+	fuzz_fds_snapshot(&fds_before);
 	memset(fx.ram, 0, RAM_SIZE);
 	for (unsigned int i = 0; i < MAX_WATCHES; i++)
 		watches[i] = (struct watch){ NULL, -1, NULL, NULL };
@@ -238,11 +223,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(sv[1]);
 	for (unsigned int i = 0; i < MAX_WATCHES; i++)
 		FUZZ_CHECK(!watches[i].cb); /* vu_dev_free removes every watch */
-	open_fds(fds_after);
-	for (int fd = 0; fd < FD_WINDOW; fd++)
-		if (fds_after[fd] && !fds_before[fd]) {
-			fprintf(stderr, "fd %d leaked\n", fd);
-			abort();
-		}
+	fuzz_fds_check_no_leak(&fds_before);
 	return 0;
 }

@@ -18,12 +18,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fdpass.h"
 #include "fuzz.h"
+#include "fuzz-stream.h"
 #include "vu-proto.h"
 
 #define MAX_SENT_FDS 11u
-#define FD_WINDOW 256
 
 static int devnull = -1;
 
@@ -83,21 +82,14 @@ static void decode_all(const struct vu_msg *msg, unsigned int nq)
 	(void)vu_decode_inflight(msg, &inf);
 }
 
+/* Chunk fd_chunk of the stream carries nfds fds of /dev/null. */
 static void send_chunk(int sock, const uint8_t *p, size_t n, unsigned int nfds)
 {
-	union {
-		char buf[FDPASS_CONTROL_SIZE(MAX_SENT_FDS)];
-		struct cmsghdr align;
-	} cbuf;
-	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int fds[MAX_SENT_FDS];
 
 	for (unsigned int i = 0; i < nfds; i++)
 		fds[i] = devnull;
-	fdpass_attach(&mh, cbuf.buf, fds, nfds);
-	/* Non-blocking: a full socket buffer just ends the stream early. */
-	(void)sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	fuzz_send(sock, p, n, fds, nfds);
 }
 
 /* Runs the reader until it wants more bytes (0) or gives up (<0). */
@@ -113,30 +105,11 @@ static int drain(int sock, struct vu_msg_reader *r, unsigned int nq)
 	}
 }
 
-/* Which of the low fds are open (libFuzzer opens files of its own). */
-static void open_fds(bool ret_open[FD_WINDOW])
-{
-	for (int fd = 0; fd < FD_WINDOW; fd++)
-		ret_open[fd] = fcntl(fd, F_GETFD) >= 0;
-}
-
-static void check_no_leak(const bool before[FD_WINDOW])
-{
-	bool after[FD_WINDOW];
-
-	open_fds(after);
-	for (int fd = 0; fd < FD_WINDOW; fd++)
-		if (after[fd] && !before[fd]) {
-			fprintf(stderr, "fd %d leaked\n", fd);
-			abort();
-		}
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct vu_msg_reader reader;
 	unsigned int nq, nfds, chunk, fd_chunk;
-	bool fds_before[FD_WINDOW];
+	struct fuzz_fds fds_before;
 	int sv[2];
 	int ret = 0;
 
@@ -149,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += 4, size -= 4;
 	if (!chunk)
 		chunk = (unsigned int)size;
-	open_fds(fds_before);
+	fuzz_fds_snapshot(&fds_before);
 	FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
 	vu_msg_reader_init(&reader);
 	for (size_t off = 0, i = 0; ret >= 0 && off < size; off += chunk, i++) {
@@ -166,6 +139,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vu_msg_reader_reset(&reader);
 	close(sv[0]);
 	close(sv[1]);
-	check_no_leak(fds_before);
+	fuzz_fds_check_no_leak(&fds_before);
 	return 0;
 }

@@ -20,23 +20,8 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "ring-layout.h"
 #include "vu-internal.h"
-
-/* Two regions, adjacent in guest-physical and in the front end's space;
- * region B starts RB_OFF into its file. */
-#define RA_GPA 0x100000ull
-#define RA_SIZE 0x10000ull
-#define RA_UVA 0x40000000ull
-#define RB_GPA (RA_GPA + RA_SIZE)
-#define RB_SIZE 0x10000ull
-#define RB_UVA (RA_UVA + RA_SIZE)
-#define RB_OFF 0x1000ull
-
-#define DESC_GPA 0x100000ull
-#define AVAIL_GPA 0x101000ull
-#define USED_GPA 0x102000ull
-#define BUF_GPA 0x104000ull
-#define BUF_END (RB_GPA + RB_SIZE)
 
 static struct {
 	int memfd[2];
@@ -163,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(gp(USED_GPA + 2), &base, 2);
 	/* The buffer area runs on into region B: two mappings here. */
 	off += place(BUF_GPA, RB_GPA - BUF_GPA, data + off, size - off);
-	place(RB_GPA, BUF_END - RB_GPA, data + off, size - off);
+	place(RB_GPA, MEM_END - RB_GPA, data + off, size - off);
 
 	vq_stop(vq);
 	vq->num = num;

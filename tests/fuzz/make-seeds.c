@@ -121,37 +121,26 @@ static void owner_seed(const struct owner_msg *m)
 
 static void owner_seeds(void)
 {
-	struct owner_msg m;
+	static const struct owner_msg msgs[] = {
+		{ .type = OWNER_MSG_HELLO,
+		  .u.hello = { OWNER_PROTO_VERSION, OWNER_ROLE_SOURCE, OWNER_CAPS_KNOWN } },
+		{ .type = OWNER_MSG_WELCOME,
+		  .u.welcome = { OWNER_PROTO_VERSION, OWNER_ROLE_SOURCE, OWNER_CAPS_KNOWN, 2 } },
+		{ .type = OWNER_MSG_BLOCK,
+		  .u.block = { 1, 4096, 1ull << 30, 1ull << 30, 32768, "pc.ram" } },
+		{ .type = OWNER_MSG_SYNC, .u.round = 3 },
+		{ .type = OWNER_MSG_THROTTLE, .u.percent = 50 },
+		{ .type = OWNER_MSG_STOP },
+		{ .type = OWNER_MSG_RESUME, .u.error = 110 },
+		{ .type = OWNER_MSG_COMPLETED },
+		{ .type = OWNER_MSG_ABORT, .u.error = 0 },
+		{ .type = OWNER_MSG_BITMAP, .u.bitmap_size = 65536 },
+		{ .type = OWNER_MSG_ROUND_READY, .u.ready = { .round = 3, .dirty_pages = 100 } },
+		{ .type = OWNER_MSG_STOPPED },
+	};
 
-	m = (struct owner_msg){ .type = OWNER_MSG_HELLO };
-	m.u.hello = (struct owner_hello){ OWNER_PROTO_VERSION, OWNER_ROLE_SOURCE, OWNER_CAPS_KNOWN };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_WELCOME };
-	m.u.welcome = (struct owner_welcome){ OWNER_PROTO_VERSION, OWNER_ROLE_SOURCE,
-					      OWNER_CAPS_KNOWN, 2 };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_BLOCK };
-	m.u.block = (struct owner_block){ 1, 4096, 1ull << 30, 1ull << 30, 32768, "pc.ram" };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_SYNC, .u.round = 3 };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_THROTTLE, .u.percent = 50 };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_STOP };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_RESUME, .u.error = 110 };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_COMPLETED };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_ABORT, .u.error = 0 };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_BITMAP, .u.bitmap_size = 65536 };
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_ROUND_READY };
-	m.u.ready.round = 3, m.u.ready.dirty_pages = 100;
-	owner_seed(&m);
-	m = (struct owner_msg){ .type = OWNER_MSG_STOPPED };
-	owner_seed(&m);
+	for (size_t i = 0; i < G_N_ELEMENTS(msgs); i++)
+		owner_seed(&msgs[i]);
 }
 
 static void peer_seed(const char *name, const struct peer_msg *m)
@@ -471,6 +460,33 @@ static void blk_request(struct stream *s, uint32_t type)
 	s->b[s->n++] = 0x81;
 }
 
+/* A record of one message (see rec_msgs). */
+static void rec_one(struct stream *s, uint8_t head, uint32_t req, uint32_t flags,
+		    const void *p, uint32_t size)
+{
+	struct stream m = { .n = 0 };
+
+	vu_add(&m, req, flags, p, size);
+	rec_msgs(s, head, &m);
+}
+
+/*
+ * Queue 0 of 8 entries from index 0, its rings at uva (desc, avail at
+ * +0x1000, used at +0x2000); addr_flags 1 logs the used ring.
+ */
+static void rec_queue0(struct stream *s, uint64_t uva, uint8_t addr_flags)
+{
+	struct stream m = { .n = 0 };
+	uint8_t p[40] = { 0 };
+
+	vu_add(&m, VU_SET_VRING_NUM, 0, (uint32_t[]){ 0, 8 }, 8);
+	p[4] = addr_flags;
+	memcpy(p + 8, (uint64_t[]){ uva, uva + 0x2000, uva + 0x1000, 0x2000 }, 32);
+	vu_add(&m, VU_SET_VRING_ADDR, 0, p, 40);
+	vu_add(&m, VU_SET_VRING_BASE, 0, (uint32_t[]){ 0, 0 }, 8);
+	rec_msgs(s, 0x00, &m);
+}
+
 static void dev_seeds(void)
 {
 	const uint64_t uva = 0x7f0000000000ull;
@@ -483,24 +499,12 @@ static void dev_seeds(void)
 	vu_add(&m, VU_SET_OWNER, 0, NULL, 0);
 	vu_add(&m, VU_GET_QUEUE_NUM, 0, NULL, 0);
 	rec_msgs(&s, 0x00, &m);
-	m.n = 0;
 	p[0] = 1;
 	memcpy(p + 8, (uint64_t[]){ 0, 1 << 20, uva, 0 }, 32);
-	vu_add(&m, VU_SET_MEM_TABLE, 0, p, 40);
-	rec_msgs(&s, 0x01, &m);
-	m.n = 0;
-	vu_add(&m, VU_SET_VRING_NUM, 0, (uint32_t[]){ 0, 8 }, 8);
-	memset(p, 0, sizeof(p));
-	memcpy(p + 8, (uint64_t[]){ uva, uva + 0x2000, uva + 0x1000, 0x2000 }, 32);
-	vu_add(&m, VU_SET_VRING_ADDR, 0, p, 40);
-	vu_add(&m, VU_SET_VRING_BASE, 0, (uint32_t[]){ 0, 0 }, 8);
-	rec_msgs(&s, 0x00, &m);
-	m.n = 0;
-	vu_add(&m, VU_SET_VRING_CALL, 0, (uint64_t[]){ 0 }, 8);
-	rec_msgs(&s, 0x41, &m);
-	m.n = 0;
-	vu_add(&m, VU_SET_VRING_KICK, 0, (uint64_t[]){ 0 }, 8);
-	rec_msgs(&s, 0x41, &m);
+	rec_one(&s, 0x01, VU_SET_MEM_TABLE, 0, p, 40);
+	rec_queue0(&s, uva, 0);
+	rec_one(&s, 0x41, VU_SET_VRING_CALL, 0, (uint64_t[]){ 0 }, 8);
+	rec_one(&s, 0x41, VU_SET_VRING_KICK, 0, (uint64_t[]){ 0 }, 8);
 	{
 		struct stream r = s;
 
@@ -544,24 +548,16 @@ static void dev_seeds(void)
 	       8);
 	vu_add(&m, VU_GET_MAX_MEM_SLOTS, 0, NULL, 0);
 	rec_msgs(&s, 0x00, &m);
-	m.n = 0;
 	memset(p, 0, sizeof(p));
 	memcpy(p + 8, (uint64_t[]){ 0, 1 << 19, uva, 0 }, 32);
-	vu_add(&m, VU_ADD_MEM_REG, VU_FLAG_NEED_REPLY, p, 40);
-	rec_msgs(&s, 0x01, &m);
-	m.n = 0;
+	rec_one(&s, 0x01, VU_ADD_MEM_REG, VU_FLAG_NEED_REPLY, p, 40);
 	memcpy(p + 8, (uint64_t[]){ 1 << 19, 1 << 19, uva + (1 << 19), 1 << 19 }, 32);
-	vu_add(&m, VU_ADD_MEM_REG, 0, p, 40);
-	rec_msgs(&s, 0x01, &m);
-	m.n = 0;
+	rec_one(&s, 0x01, VU_ADD_MEM_REG, 0, p, 40);
 	memset(p, 0, sizeof(p));
 	p[16] = 2, p[18] = 8;
-	vu_add(&m, VU_GET_INFLIGHT_FD, 0, p, 24);
-	rec_msgs(&s, 0x00, &m);
-	m.n = 0;
+	rec_one(&s, 0x00, VU_GET_INFLIGHT_FD, 0, p, 24);
 	memcpy(p, (uint64_t[]){ 2 * vu_inflight_queue_bytes(8), 0xc0000 }, 16); /* in the memfd */
-	vu_add(&m, VU_SET_INFLIGHT_FD, 0, p, 24);
-	rec_msgs(&s, 0x01, &m);
+	rec_one(&s, 0x01, VU_SET_INFLIGHT_FD, 0, p, 24);
 	{
 		/* Queue 0's inflight area as a crashed back end left it: heads 3
 		 * and 0 in flight, to be resubmitted oldest first at the kick. */
@@ -572,21 +568,10 @@ static void dev_seeds(void)
 		q[16 + 16 * 3] = 1, q[16 + 16 * 3 + 8] = 1;
 		rec_ram(&s, 0xc0000, q, sizeof(q));
 	}
-	m.n = 0;
 	memcpy(p, (uint64_t[]){ 4096, 0xd0000 }, 16);
-	vu_add(&m, VU_SET_LOG_BASE, 0, p, 16);
-	rec_msgs(&s, 0x01, &m);
-	m.n = 0;
-	vu_add(&m, VU_SET_VRING_NUM, 0, (uint32_t[]){ 0, 8 }, 8);
-	memset(p, 0, sizeof(p));
-	p[0] = 0, p[4] = 1; /* LOG */
-	memcpy(p + 8, (uint64_t[]){ uva, uva + 0x2000, uva + 0x1000, 0x2000 }, 32);
-	vu_add(&m, VU_SET_VRING_ADDR, 0, p, 40);
-	vu_add(&m, VU_SET_VRING_BASE, 0, (uint32_t[]){ 0, 0 }, 8);
-	rec_msgs(&s, 0x00, &m);
-	m.n = 0;
-	vu_add(&m, VU_SET_VRING_KICK, 0, (uint64_t[]){ 0 }, 8);
-	rec_msgs(&s, 0x41, &m);
+	rec_one(&s, 0x01, VU_SET_LOG_BASE, 0, p, 16);
+	rec_queue0(&s, uva, 1);
+	rec_one(&s, 0x41, VU_SET_VRING_KICK, 0, (uint64_t[]){ 0 }, 8);
 	m.n = 0;
 	vu_add(&m, VU_SET_VRING_ENABLE, 0, (uint32_t[]){ 0, 1 }, 8);
 	vu_add(&m, VU_SET_STATUS, 0, (uint64_t[]){ 15 }, 8);

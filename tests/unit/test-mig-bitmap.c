@@ -142,8 +142,48 @@ static void test_run_single_bit(void **state)
 	}
 }
 
+/*
+ * A map of nbits with up to two ranges set (and, with garbage, the bits
+ * past nbits), and the runs next_run() must find in it, queried in order.
+ */
+struct run_query {
+	size_t from, max_len, start, len;
+};
+
+struct run_case {
+	size_t nbits;
+	struct run set[2];
+	bool garbage;
+	struct run_query q[10];
+};
+
+static void check_run_case(const struct run_case *c)
+{
+	uint64_t *w = map_new(c->nbits);
+	size_t count = 0;
+
+	for (size_t i = 0; i < 2 && c->set[i].len; i++) {
+		bitmap_set_range(w, c->set[i].start, c->set[i].len);
+		count += c->set[i].len;
+	}
+	if (c->garbage)
+		set_garbage(w, c->nbits);
+	for (const struct run_query *q = c->q; q->max_len; q++)
+		assert_run(w, c->nbits, q->from, q->max_len, q->start, q->len);
+	assert_int_equal(bitmap_count(w, c->nbits), count);
+	free(w);
+}
+
+#define M SIZE_MAX
+
 static void test_run_word_boundaries(void **state)
 {
+	static const struct run_case cases[] = {
+		/* A run spanning three whole words and two partial ones. */
+		{ 320, { { 10, 290 } }, false, { { 0, M, 10, 290 }, { 128, M, 128, 172 } } },
+		/* Runs starting exactly at a word boundary, after a fully clear word. */
+		{ 256, { { 128, 64 } }, false, { { 0, M, 128, 64 }, { 192, M, 256, 0 } } },
+	};
 	(void)state;
 
 	/* 60..70 crosses the first word boundary. */
@@ -163,13 +203,6 @@ static void test_run_word_boundaries(void **state)
 	assert_run(w, 256, 0, SIZE_MAX, 63, 2);
 	free(w);
 
-	/* A run spanning three whole words and two partial ones. */
-	w = map_new(320);
-	bitmap_set_range(w, 10, 290); /* 10..299 */
-	assert_run(w, 320, 0, SIZE_MAX, 10, 290);
-	assert_run(w, 320, 128, SIZE_MAX, 128, 172);
-	free(w);
-
 	/* Two runs separated by exactly one clear bit at a boundary. */
 	w = map_new(256);
 	bitmap_set_range(w, 0, 256);
@@ -178,46 +211,26 @@ static void test_run_word_boundaries(void **state)
 	assert_run(w, 256, 64, SIZE_MAX, 65, 191);
 	free(w);
 
-	/* Runs starting exactly at a word boundary, after a fully clear word. */
-	w = map_new(256);
-	bitmap_set_range(w, 128, 64);
-	assert_run(w, 256, 0, SIZE_MAX, 128, 64);
-	assert_run(w, 256, 192, SIZE_MAX, 256, 0);
-	free(w);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_run_case(&cases[i]);
 }
 
 static void test_run_ends_at_nbits(void **state)
 {
+	static const struct run_case cases[] = {
+		/* nbits a multiple of 64: the run ends with the last word. */
+		{ 128, { { 100, 28 } }, false, { { 0, M, 100, 28 }, { 127, M, 127, 1 } } },
+		/* nbits inside a word, garbage set right after the last bit. */
+		{ 100, { { 90, 10 } }, true, { { 0, M, 90, 10 }, { 99, M, 99, 1 } } },
+		/* One-word map ending at bit 64. */
+		{ 64, { { 1, 63 } }, false, { { 0, M, 1, 63 } } },
+		/* Run ending at nbits = 65, i.e. bit 0 of the second word. */
+		{ 65, { { 60, 5 } }, true, { { 0, M, 60, 5 } } },
+	};
 	(void)state;
 
-	/* nbits a multiple of 64: the run ends with the last word. */
-	uint64_t *w = map_new(128);
-	bitmap_set_range(w, 100, 28);
-	assert_run(w, 128, 0, SIZE_MAX, 100, 28);
-	assert_run(w, 128, 127, SIZE_MAX, 127, 1);
-	free(w);
-
-	/* nbits inside a word, garbage set right after the last bit. */
-	w = map_new(100);
-	bitmap_set_range(w, 90, 10);
-	set_garbage(w, 100);
-	assert_run(w, 100, 0, SIZE_MAX, 90, 10);
-	assert_run(w, 100, 99, SIZE_MAX, 99, 1);
-	assert_int_equal(bitmap_count(w, 100), 10);
-	free(w);
-
-	/* One-word map ending at bit 64. */
-	w = map_new(64);
-	bitmap_set_range(w, 1, 63);
-	assert_run(w, 64, 0, SIZE_MAX, 1, 63);
-	free(w);
-
-	/* Run ending at nbits = 65, i.e. bit 0 of the second word. */
-	w = map_new(65);
-	bitmap_set_range(w, 60, 5);
-	set_garbage(w, 65);
-	assert_run(w, 65, 0, SIZE_MAX, 60, 5);
-	free(w);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_run_case(&cases[i]);
 }
 
 static void test_run_garbage_ignored(void **state)
@@ -247,31 +260,23 @@ static void test_run_garbage_ignored(void **state)
 
 static void test_run_max_len(void **state)
 {
+	static const struct run_case cases[] = {
+		/* 10..109: 100 bits, taken 30 at a time; then max_len equal to
+		 * the run, one more, one less, and 1. */
+		{ 200, { { 10, 100 } }, false, {
+			{ 0, 30, 10, 30 }, { 40, 30, 40, 30 }, { 70, 30, 70, 30 },
+			{ 100, 30, 100, 10 }, { 110, 30, 200, 0 }, { 0, 100, 10, 100 },
+			{ 0, 101, 10, 100 }, { 0, 99, 10, 99 }, { 0, 1, 10, 1 } } },
+		/* A cut exactly at a word boundary, continued in the next word. */
+		{ 256, { { 0, 256 } }, false, {
+			{ 0, 64, 0, 64 }, { 64, 64, 64, 64 }, { 128, 100, 128, 100 },
+			{ 228, 100, 228, 28 } } },
+	};
+	uint64_t *w;
 	(void)state;
 
-	/* 10..109: 100 bits, taken 30 at a time. */
-	uint64_t *w = map_new(200);
-	bitmap_set_range(w, 10, 100);
-	assert_run(w, 200, 0, 30, 10, 30);
-	assert_run(w, 200, 40, 30, 40, 30);
-	assert_run(w, 200, 70, 30, 70, 30);
-	assert_run(w, 200, 100, 30, 100, 10);
-	assert_run(w, 200, 110, 30, 200, 0);
-	/* max_len equal to the run, and one more. */
-	assert_run(w, 200, 0, 100, 10, 100);
-	assert_run(w, 200, 0, 101, 10, 100);
-	assert_run(w, 200, 0, 99, 10, 99);
-	assert_run(w, 200, 0, 1, 10, 1);
-	free(w);
-
-	/* A cut exactly at a word boundary, continued in the next word. */
-	w = map_new(256);
-	bitmap_set_range(w, 0, 256);
-	assert_run(w, 256, 0, 64, 0, 64);
-	assert_run(w, 256, 64, 64, 64, 64);
-	assert_run(w, 256, 128, 100, 128, 100);
-	assert_run(w, 256, 228, 100, 228, 28);
-	free(w);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_run_case(&cases[i]);
 
 	/* Walking with max_len 1 visits every bit of a run. */
 	w = map_new(150);
@@ -298,21 +303,17 @@ static void test_run_max_len(void **state)
 
 static void test_run_from_middle(void **state)
 {
+	static const struct run_case from_middle = {
+		300, { { 10, 100 }, { 200, 50 } }, false, {
+			{ 50, M, 50, 60 }, { 63, M, 63, 47 }, { 64, M, 64, 46 },
+			{ 109, M, 109, 1 }, { 110, M, 200, 50 }, { 249, M, 249, 1 },
+			{ 250, M, 300, 0 }, { 50, 5, 50, 5 } } };
 	(void)state;
 
-	uint64_t *w = map_new(300);
-	bitmap_set_range(w, 10, 100);  /* 10..109 */
-	bitmap_set_range(w, 200, 50);  /* 200..249 */
-	assert_run(w, 300, 50, SIZE_MAX, 50, 60);
-	assert_run(w, 300, 63, SIZE_MAX, 63, 47);
-	assert_run(w, 300, 64, SIZE_MAX, 64, 46);
-	assert_run(w, 300, 109, SIZE_MAX, 109, 1);
-	assert_run(w, 300, 110, SIZE_MAX, 200, 50);
-	assert_run(w, 300, 249, SIZE_MAX, 249, 1);
-	assert_run(w, 300, 250, SIZE_MAX, 300, 0);
-	assert_run(w, 300, 50, 5, 50, 5);
-	free(w);
+	check_run_case(&from_middle);
 }
+
+#undef M
 
 /* ---- bitmap_count ---- */
 

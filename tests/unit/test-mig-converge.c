@@ -67,6 +67,10 @@ static enum converge_action decide(const struct converge_cfg *cfg,
 	return a;
 }
 
+/* One round of dirty bytes, sent at 1 GiB/s, decides want. */
+#define assert_round(cfg, st, dirty, want)                                    \
+	assert_action(decide(cfg, st, dirty, (double)GiB, NULL), want)
+
 static void test_defaults(void **state)
 {
 	struct converge_cfg cfg = dflt();
@@ -127,8 +131,8 @@ static void test_stop_copy_fits(void **state)
 
 	/* Stop-copy in a later round, once the set has shrunk enough. */
 	st = (struct converge_state){ 0 };
-	assert_action(decide(&cfg, &st, 4 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 1 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 4 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 1 * GiB, CONVERGE_CONTINUE);
 	assert_action(decide(&cfg, &st, 200 * MiB, (double)GiB, &e), CONVERGE_STOP_COPY);
 	assert_true(e >= 195 * MS && e <= 196 * MS);
 	assert_int_equal(st.round, 3);
@@ -197,19 +201,17 @@ static void test_shrinking_no_throttle(void **state)
 
 	/* 1 GiB/s: nothing above 300 MiB fits; shrink by 20 % per round. */
 	for (unsigned round = 1; round <= 15; round++) {
-		assert_action(decide(&cfg, &st, dirty, (double)GiB, NULL),
-			      CONVERGE_CONTINUE);
+		assert_round(&cfg, &st, dirty, CONVERGE_CONTINUE);
 		assert_int_equal(st.throttle, 0);
 		assert_int_equal(st.round, round);
 		dirty = dirty * 8 / 10;
 	}
 	/* 64 GiB * 0.8^15 = 2.25 GiB; keep going down to the limit. */
 	while (dirty > 300 * MiB) {
-		assert_action(decide(&cfg, &st, dirty, (double)GiB, NULL),
-			      CONVERGE_CONTINUE);
+		assert_round(&cfg, &st, dirty, CONVERGE_CONTINUE);
 		dirty = dirty * 8 / 10;
 	}
-	assert_action(decide(&cfg, &st, dirty, (double)GiB, NULL), CONVERGE_STOP_COPY);
+	assert_round(&cfg, &st, dirty, CONVERGE_STOP_COPY);
 	assert_int_equal(st.throttle, 0);
 	assert_true(st.round < cfg.max_rounds);
 }
@@ -222,21 +224,19 @@ static void test_stall_counter_resets(void **state)
 	(void)state;
 
 	/* 10 GiB, 10 GiB (stall), then 5, 10 (growth: a stall), 5, 10, ... */
-	assert_action(decide(&cfg, &st, 10 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 10 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 10 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 10 * GiB, CONVERGE_CONTINUE);
 	assert_int_equal(st.stalls, 1);
 	for (unsigned i = 0; i < 13; i++) {
-		assert_action(decide(&cfg, &st, 5 * GiB, (double)GiB, NULL),
-			      CONVERGE_CONTINUE);
+		assert_round(&cfg, &st, 5 * GiB, CONVERGE_CONTINUE);
 		assert_int_equal(st.stalls, 0);
-		assert_action(decide(&cfg, &st, 10 * GiB, (double)GiB, NULL),
-			      CONVERGE_CONTINUE);
+		assert_round(&cfg, &st, 10 * GiB, CONVERGE_CONTINUE);
 		assert_int_equal(st.stalls, 1);
 	}
 	assert_int_equal(st.throttle, 0);
 	assert_int_equal(st.round, 28);
 	/* One more stall now makes two in a row. */
-	assert_action(decide(&cfg, &st, 10 * GiB, (double)GiB, NULL), CONVERGE_THROTTLE);
+	assert_round(&cfg, &st, 10 * GiB, CONVERGE_THROTTLE);
 	assert_int_equal(st.throttle, 20);
 }
 
@@ -286,23 +286,23 @@ static void test_growing_set_throttles(void **state)
 	struct converge_state st = { 0 };
 	(void)state;
 
-	assert_action(decide(&cfg, &st, 1 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 2 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 3 * GiB, (double)GiB, NULL), CONVERGE_THROTTLE);
+	assert_round(&cfg, &st, 1 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 2 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 3 * GiB, CONVERGE_THROTTLE);
 	assert_int_equal(st.throttle, 20);
 
 	/* 5 % less is not shrinking (needs < 90 %). */
 	st = (struct converge_state){ 0 };
-	assert_action(decide(&cfg, &st, 10 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 95 * GiB / 10, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 91 * GiB / 10, (double)GiB, NULL), CONVERGE_THROTTLE);
+	assert_round(&cfg, &st, 10 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 95 * GiB / 10, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 91 * GiB / 10, CONVERGE_THROTTLE);
 	assert_int_equal(st.throttle, 20);
 
 	/* 20 % less each round is shrinking: no hint. */
 	st = (struct converge_state){ 0 };
-	assert_action(decide(&cfg, &st, 10 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 8 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 64 * GiB / 10, (double)GiB, NULL), CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 10 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 8 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 64 * GiB / 10, CONVERGE_CONTINUE);
 	assert_int_equal(st.throttle, 0);
 }
 
@@ -345,24 +345,24 @@ static void test_max_rounds(void **state)
 
 	/* Shrinking, but too slowly to ever fit. */
 	for (unsigned round = 1; round < cfg.max_rounds; round++) {
-		assert_action(decide(&cfg, &st, dirty, (double)GiB, NULL), CONVERGE_CONTINUE);
+		assert_round(&cfg, &st, dirty, CONVERGE_CONTINUE);
 		dirty = dirty * 85 / 100;
 	}
-	assert_action(decide(&cfg, &st, dirty, (double)GiB, NULL), CONVERGE_FORCED);
+	assert_round(&cfg, &st, dirty, CONVERGE_FORCED);
 	assert_int_equal(st.round, cfg.max_rounds);
 
 	/* A small cap. */
 	cfg.max_rounds = 3;
 	st = (struct converge_state){ 0 };
-	assert_action(decide(&cfg, &st, 8 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 4 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 2 * GiB, (double)GiB, NULL), CONVERGE_FORCED);
+	assert_round(&cfg, &st, 8 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 4 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 2 * GiB, CONVERGE_FORCED);
 
 	/* Fitting in the last round is a normal stop, not a forced one. */
 	st = (struct converge_state){ 0 };
-	assert_action(decide(&cfg, &st, 8 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 4 * GiB, (double)GiB, NULL), CONVERGE_CONTINUE);
-	assert_action(decide(&cfg, &st, 100 * MiB, (double)GiB, NULL), CONVERGE_STOP_COPY);
+	assert_round(&cfg, &st, 8 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 4 * GiB, CONVERGE_CONTINUE);
+	assert_round(&cfg, &st, 100 * MiB, CONVERGE_STOP_COPY);
 }
 
 /* ---- simulation ---- */

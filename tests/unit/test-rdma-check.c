@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "rdma-check-shared.h"
 #include "rdma-internal.h"
 #include "util.h"
 
@@ -29,18 +30,6 @@
 
 #define HDR 8u
 #define GIB (1ull << 30)
-
-static const struct rdma_limits lim0 = {
-	.max_mr_size = 4 * GIB,
-	.max_qp_wr = 16383,
-	.max_cqe = 16383,
-	.max_send_sge = 32,
-	.max_recv_sge = 32,
-	.max_inline = 256,
-	.gid_tbl_len = 16,
-	.max_rd_atom = 16,
-	.atomics = true,
-};
 
 /* The spec's formula, written out again rather than borrowed. */
 static uint64_t want_ring_pages(uint32_t log2_slots, uint32_t slot_log2)
@@ -177,7 +166,7 @@ static int gid_status(const struct vrdma_gid_req *g, uint16_t *index)
 	int s;
 
 	req_build(&r, VRDMA_CMD_QUERY_GID, g, sizeof(*g), NULL, 0, 0, true);
-	s = rdma_check_gid(&r.rq, &lim0, index);
+	s = rdma_check_gid(&r.rq, &lim_full, index);
 	req_free(&r);
 	return s;
 }
@@ -245,13 +234,13 @@ static int mr_status_n(const struct vrdma_reg_mr_req *m, const struct rdma_limit
 
 static int mr_status(const struct vrdma_reg_mr_req *m)
 {
-	return mr_status_n(m, &lim0, m->npages, 0);
+	return mr_status_n(m, &lim_full, m->npages, 0);
 }
 
 static void test_reg_mr_fields(void **state)
 {
 	struct vrdma_reg_mr_req m = mr_base();
-	struct rdma_limits small = lim0;
+	struct rdma_limits small = lim_full;
 
 	(void)state;
 	assert_int_equal(mr_status(&m), VRDMA_OK);
@@ -308,23 +297,23 @@ static void test_reg_mr_pages(void **state)
 	assert_int_equal(mr_status(&m), VRDMA_EINVAL);
 	/* npages right, page list bytes wrong. */
 	m = mr_base();
-	assert_int_equal(mr_status_n(&m, &lim0, 1, 0), VRDMA_EINVAL);
-	assert_int_equal(mr_status_n(&m, &lim0, 3, 0), VRDMA_EINVAL);
-	assert_int_equal(mr_status_n(&m, &lim0, 2, 4), VRDMA_EINVAL);
-	assert_int_equal(mr_status_n(&m, &lim0, 1, 7), VRDMA_EINVAL);
+	assert_int_equal(mr_status_n(&m, &lim_full, 1, 0), VRDMA_EINVAL);
+	assert_int_equal(mr_status_n(&m, &lim_full, 3, 0), VRDMA_EINVAL);
+	assert_int_equal(mr_status_n(&m, &lim_full, 2, 4), VRDMA_EINVAL);
+	assert_int_equal(mr_status_n(&m, &lim_full, 1, 7), VRDMA_EINVAL);
 
 	/* One page off by 8 bytes. */
 	pages = make_pages(2, 4096);
 	pages[1] += 8;
 	req_build(&r, VRDMA_CMD_REG_MR, &m, sizeof(m), pages, 2, 0, false);
-	assert_int_equal(rdma_check_reg_mr(&r.rq, &lim0, &out), VRDMA_EINVAL);
+	assert_int_equal(rdma_check_reg_mr(&r.rq, &lim_full, &out), VRDMA_EINVAL);
 	req_free(&r);
 	g_free(pages);
 
 	/* Valid, 4 KiB, at an odd address: the page list is read unaligned. */
 	pages = make_pages(2, 4096);
 	req_build(&r, VRDMA_CMD_REG_MR, &m, sizeof(m), pages, 2, 0, true);
-	assert_int_equal(rdma_check_reg_mr(&r.rq, &lim0, &out), VRDMA_OK);
+	assert_int_equal(rdma_check_reg_mr(&r.rq, &lim_full, &out), VRDMA_OK);
 	assert_memory_equal(&out, &m, sizeof(m));
 	assert_int_equal(r.rq.npages, 2);
 	assert_ptr_equal(r.rq.pages, r.buf + HDR + sizeof(m));
@@ -349,7 +338,7 @@ static void test_reg_mr_pages(void **state)
 	assert_int_equal(want_span(m.iova, m.length, 21), 2);
 	pages = make_pages(2, 1ull << 21);
 	req_build(&r, VRDMA_CMD_REG_MR, &m, sizeof(m), pages, 2, 0, true);
-	assert_int_equal(rdma_check_reg_mr(&r.rq, &lim0, &out), VRDMA_OK);
+	assert_int_equal(rdma_check_reg_mr(&r.rq, &lim_full, &out), VRDMA_OK);
 	assert_int_equal(r.rq.npages, 2);
 	{
 		uint64_t *got = rdma_request_pages(&r.rq, 0, 2);
@@ -361,7 +350,7 @@ static void test_reg_mr_pages(void **state)
 	/* 4 KiB aligned is not enough for 2 MiB pages. */
 	pages[0] += 4096;
 	req_build(&r, VRDMA_CMD_REG_MR, &m, sizeof(m), pages, 2, 0, false);
-	assert_int_equal(rdma_check_reg_mr(&r.rq, &lim0, &out), VRDMA_EINVAL);
+	assert_int_equal(rdma_check_reg_mr(&r.rq, &lim_full, &out), VRDMA_EINVAL);
 	req_free(&r);
 	g_free(pages);
 }
@@ -410,23 +399,23 @@ static int cq_status(const struct vrdma_create_cq_req *c, const struct rdma_limi
 static void test_create_cq(void **state)
 {
 	struct vrdma_create_cq_req c = { .log2_slots = 6, .npages = 2 };
-	struct rdma_limits small = lim0;
+	struct rdma_limits small = lim_full;
 	uint64_t *pages;
 	struct req r;
 
 	(void)state;
 	assert_int_equal(want_ring_pages(6, 6), 2);
 	assert_int_equal(rdma_ring_bytes(6, 6), 384 + 4096);
-	assert_int_equal(cq_status_n(&c, &lim0, 2, true), VRDMA_OK);
+	assert_int_equal(cq_status_n(&c, &lim_full, 2, true), VRDMA_OK);
 	c.log2_slots = 14;
 	c.npages = want_ring_pages(14, 6);
-	assert_int_equal(cq_status(&c, &lim0), VRDMA_OK);
+	assert_int_equal(cq_status(&c, &lim_full), VRDMA_OK);
 	c.log2_slots = 0;
 	c.npages = want_ring_pages(0, 6);
-	assert_int_equal(cq_status(&c, &lim0), VRDMA_EINVAL);
+	assert_int_equal(cq_status(&c, &lim_full), VRDMA_EINVAL);
 	c.log2_slots = 15; /* above RDMA_MAX_LOG2_SLOTS */
 	c.npages = want_ring_pages(15, 6);
-	assert_int_equal(cq_status(&c, &lim0), VRDMA_E2BIG);
+	assert_int_equal(cq_status(&c, &lim_full), VRDMA_E2BIG);
 
 	/* Capacity 2^n - 1 against max_cqe 255: 8 fits, 9 does not. */
 	small.max_cqe = 255;
@@ -438,17 +427,17 @@ static void test_create_cq(void **state)
 	assert_int_equal(cq_status(&c, &small), VRDMA_E2BIG);
 
 	c = (struct vrdma_create_cq_req){ .log2_slots = 6, .npages = 3 };
-	assert_int_equal(cq_status(&c, &lim0), VRDMA_EINVAL);
+	assert_int_equal(cq_status(&c, &lim_full), VRDMA_EINVAL);
 	c.npages = 1;
-	assert_int_equal(cq_status(&c, &lim0), VRDMA_EINVAL);
+	assert_int_equal(cq_status(&c, &lim_full), VRDMA_EINVAL);
 	c.npages = 2;
-	assert_int_equal(cq_status_n(&c, &lim0, 1, false), VRDMA_EINVAL);
-	assert_int_equal(cq_status_n(&c, &lim0, 3, false), VRDMA_EINVAL);
+	assert_int_equal(cq_status_n(&c, &lim_full, 1, false), VRDMA_EINVAL);
+	assert_int_equal(cq_status_n(&c, &lim_full, 3, false), VRDMA_EINVAL);
 	c.comp_vector = 1;
-	assert_int_equal(cq_status(&c, &lim0), VRDMA_EINVAL);
+	assert_int_equal(cq_status(&c, &lim_full), VRDMA_EINVAL);
 	c.comp_vector = 0;
 	c.reserved = 1;
-	assert_int_equal(cq_status(&c, &lim0), VRDMA_EINVAL);
+	assert_int_equal(cq_status(&c, &lim_full), VRDMA_EINVAL);
 	c.reserved = 0;
 
 	pages = make_pages(2, 4096);
@@ -457,7 +446,7 @@ static void test_create_cq(void **state)
 	{
 		struct vrdma_create_cq_req out;
 
-		assert_int_equal(rdma_check_create_cq(&r.rq, &lim0, &out), VRDMA_EINVAL);
+		assert_int_equal(rdma_check_create_cq(&r.rq, &lim_full, &out), VRDMA_EINVAL);
 	}
 	req_free(&r);
 	g_free(pages);
@@ -514,7 +503,7 @@ static int qp_status(const struct vrdma_create_qp_req *q)
 	/* Shapes too large to compute give an arbitrary short list. */
 	uint64_t n = (uint64_t)q->sq_npages + q->rq_npages;
 
-	return qp_status_n(q, &lim0, n <= 20000 ? n : 4, false);
+	return qp_status_n(q, &lim_full, n <= 20000 ? n : 4, false);
 }
 
 static void test_create_qp_fields(void **state)
@@ -525,7 +514,7 @@ static void test_create_qp_fields(void **state)
 	(void)state;
 	assert_int_equal(want_ring_pages(4, 9), 3);
 	assert_int_equal(want_ring_pages(4, 7), 1);
-	assert_int_equal(qp_status_n(&q, &lim0, 4, true), VRDMA_OK);
+	assert_int_equal(qp_status_n(&q, &lim_full, 4, true), VRDMA_OK);
 	assert_int_equal(qp_status(&q), VRDMA_OK);
 	for (size_t i = 0; i < sizeof(priv); i++) {
 		q = qp_base();
@@ -576,7 +565,7 @@ static void test_create_qp_fields(void **state)
 static void test_create_qp_shape(void **state)
 {
 	struct vrdma_create_qp_req q;
-	struct rdma_limits small = lim0;
+	struct rdma_limits small = lim_full;
 
 	(void)state;
 	/* 256-byte SQ slot: 208 + 16*4 = 272 SGE bytes do not fit. */
@@ -648,9 +637,9 @@ static void test_create_qp_shape(void **state)
 	assert_int_equal(qp_status(&q), VRDMA_EINVAL);
 	/* Counts right, list wrong. */
 	q = qp_base();
-	assert_int_equal(qp_status_n(&q, &lim0, 3, false), VRDMA_EINVAL);
-	assert_int_equal(qp_status_n(&q, &lim0, 5, true), VRDMA_EINVAL);
-	assert_int_equal(qp_status_n(&q, &lim0, 0, false), VRDMA_EINVAL);
+	assert_int_equal(qp_status_n(&q, &lim_full, 3, false), VRDMA_EINVAL);
+	assert_int_equal(qp_status_n(&q, &lim_full, 5, true), VRDMA_EINVAL);
+	assert_int_equal(qp_status_n(&q, &lim_full, 0, false), VRDMA_EINVAL);
 	{
 		uint64_t *pages = make_pages(4, 4096);
 		struct vrdma_create_qp_req out;
@@ -658,7 +647,7 @@ static void test_create_qp_shape(void **state)
 
 		pages[3] += 1; /* the RQ's page */
 		req_build(&r, VRDMA_CMD_CREATE_QP, &q, sizeof(q), pages, 4, 0, true);
-		assert_int_equal(rdma_check_create_qp(&r.rq, &lim0, &out), VRDMA_EINVAL);
+		assert_int_equal(rdma_check_create_qp(&r.rq, &lim_full, &out), VRDMA_EINVAL);
 		req_free(&r);
 		g_free(pages);
 	}
@@ -717,7 +706,7 @@ static int mq_status_len(const struct vrdma_modify_qp_req *m, size_t len)
 
 	memcpy(raw, m, sizeof(*m));
 	req_build(&r, VRDMA_CMD_MODIFY_QP, raw, len, NULL, 0, 0, true);
-	s = rdma_check_modify_qp(&r.rq, &lim0, &out);
+	s = rdma_check_modify_qp(&r.rq, &lim_full, &out);
 	if (s == VRDMA_OK)
 		assert_memory_equal(&out, m, sizeof(*m));
 	req_free(&r);
@@ -841,7 +830,7 @@ static int cc_status_len(const struct vrdma_cm_connect_req *c, size_t len)
 
 	memcpy(raw, c, sizeof(*c));
 	req_build(&r, VRDMA_CMD_CM_CONNECT, raw, len, NULL, 0, 0, true);
-	s = rdma_check_cm_connect(&r.rq, &lim0, &out);
+	s = rdma_check_cm_connect(&r.rq, &lim_full, &out);
 	if (s == VRDMA_OK)
 		assert_memory_equal(&out, c, sizeof(*c));
 	req_free(&r);
@@ -913,7 +902,7 @@ static void test_cm_listen_accept_reject(void **state)
 #define ACCEPT_STATUS(expect)                                                         \
 	do {                                                                          \
 		req_build(&r, VRDMA_CMD_CM_ACCEPT, &a, sizeof(a), NULL, 0, 0, true);  \
-		assert_int_equal(rdma_check_cm_accept(&r.rq, &lim0, &ao), (expect));  \
+		assert_int_equal(rdma_check_cm_accept(&r.rq, &lim_full, &ao), (expect));  \
 		req_free(&r);                                                         \
 	} while (0)
 	ACCEPT_STATUS(VRDMA_OK);
@@ -1360,26 +1349,16 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 		(void)rdma_check_port(&rq);
 		break;
 	case VRDMA_CMD_QUERY_GID:
-		if (rdma_check_gid(&rq, &lim0, &index) == VRDMA_OK)
-			assert_true(index < lim0.gid_tbl_len);
-		break;
-	case VRDMA_CMD_DESTROY_PD:
-	case VRDMA_CMD_DEREG_MR:
-	case VRDMA_CMD_DESTROY_CQ:
-	case VRDMA_CMD_QUERY_QP:
-	case VRDMA_CMD_DESTROY_QP:
-	case VRDMA_CMD_CM_DISCONNECT:
-	case VRDMA_CMD_CM_DESTROY_LISTEN:
-		if (rdma_check_handle(&rq, &handle) == VRDMA_OK)
-			assert_int_not_equal(handle, 0);
+		if (rdma_check_gid(&rq, &lim_full, &index) == VRDMA_OK)
+			assert_true(index < lim_full.gid_tbl_len);
 		break;
 	case VRDMA_CMD_REG_MR: {
 		struct vrdma_reg_mr_req m;
 
-		s = rdma_check_reg_mr(&rq, &lim0, &m);
+		s = rdma_check_reg_mr(&rq, &lim_full, &m);
 		if (s != VRDMA_OK)
 			break;
-		assert_true(m.length > 0 && m.length <= lim0.max_mr_size);
+		assert_true(m.length > 0 && m.length <= lim_full.max_mr_size);
 		assert_true(m.page_shift == 12 || m.page_shift == 21);
 		assert_int_equal(m.npages, want_span(m.iova, m.length, m.page_shift));
 		assert_int_equal(rq.npages, m.npages);
@@ -1391,7 +1370,7 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 	case VRDMA_CMD_CREATE_CQ: {
 		struct vrdma_create_cq_req c;
 
-		if (rdma_check_create_cq(&rq, &lim0, &c) != VRDMA_OK)
+		if (rdma_check_create_cq(&rq, &lim_full, &c) != VRDMA_OK)
 			break;
 		assert_true(c.log2_slots >= 1 && c.log2_slots <= 14);
 		assert_int_equal(c.npages, want_ring_pages(c.log2_slots, 6));
@@ -1401,7 +1380,7 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 	case VRDMA_CMD_CREATE_QP: {
 		struct vrdma_create_qp_req q;
 
-		if (rdma_check_create_qp(&rq, &lim0, &q) != VRDMA_OK)
+		if (rdma_check_create_qp(&rq, &lim_full, &q) != VRDMA_OK)
 			break;
 		assert_int_equal(q.qp_type, VRDMA_QPT_RC);
 		assert_true(q.pd && q.send_cq && q.recv_cq);
@@ -1416,7 +1395,7 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 	case VRDMA_CMD_MODIFY_QP: {
 		struct vrdma_modify_qp_req m;
 
-		if (rdma_check_modify_qp(&rq, &lim0, &m) != VRDMA_OK)
+		if (rdma_check_modify_qp(&rq, &lim_full, &m) != VRDMA_OK)
 			break;
 		assert_int_not_equal(m.qp, 0);
 		assert_int_equal(m.attr_mask & ~(uint32_t)VRDMA_QP_ATTR_SUPPORTED, 0);
@@ -1425,7 +1404,7 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 	case VRDMA_CMD_CM_CONNECT: {
 		struct vrdma_cm_connect_req c;
 
-		if (rdma_check_cm_connect(&rq, &lim0, &c) != VRDMA_OK)
+		if (rdma_check_cm_connect(&rq, &lim_full, &c) != VRDMA_OK)
 			break;
 		assert_true(c.qp && c.dst_port && c.pdata_len <= VRDMA_CM_CONNECT_PDATA);
 		break;
@@ -1433,7 +1412,7 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 	case VRDMA_CMD_CM_ACCEPT: {
 		struct vrdma_cm_accept_req a;
 
-		if (rdma_check_cm_accept(&rq, &lim0, &a) != VRDMA_OK)
+		if (rdma_check_cm_accept(&rq, &lim_full, &a) != VRDMA_OK)
 			break;
 		assert_true(a.conn && a.qp && a.pdata_len <= VRDMA_CM_ACCEPT_PDATA);
 		break;
@@ -1455,6 +1434,8 @@ static void fuzz_one_request(const uint8_t *src, size_t len)
 		break;
 	}
 	default:
+		if (rdma_cmd_takes_handle(rq.opcode) && rdma_check_handle(&rq, &handle) == VRDMA_OK)
+			assert_int_not_equal(handle, 0);
 		break;
 	}
 out:

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "vu-internal.h"
+#include "ring-layout.h"
 #include "unit-common.h"
 
 /* virtio 1.2, 2.7.5 and 2.7.6 */
@@ -43,20 +44,6 @@
 #define T_F_VERSION_1 (1ull << 32)
 #define T_BASE_FEATURES (T_F_VERSION_1 | T_F_INDIRECT)
 
-/* Two regions, adjacent in guest-physical and in the front end's space. */
-#define RA_GPA 0x100000ull
-#define RA_SIZE 0x10000ull
-#define RA_UVA 0x40000000ull
-#define RB_GPA (RA_GPA + RA_SIZE)
-#define RB_SIZE 0x10000ull
-#define RB_UVA (RA_UVA + RA_SIZE)
-#define RB_OFF 0x1000ull /* region B starts this far into its memfd */
-#define MEM_END (RB_GPA + RB_SIZE)
-
-#define DESC_GPA 0x100000ull
-#define AVAIL_GPA 0x101000ull
-#define USED_GPA 0x102000ull
-#define BUF_GPA 0x104000ull
 #define IND_GPA 0x108000ull
 
 #define PAGE 4096ull

@@ -188,6 +188,17 @@ static int load(bool server, const char *x509, const char *psk, char **ret_base)
 	return r;
 }
 
+/* Loading is refused with want, naming want_file (NULL: no name checked). */
+static void assert_load_refused(bool server, const char *x509, const char *psk, int want,
+				const char *want_file)
+{
+	g_autofree char *base = NULL;
+
+	assert_int_equal(load(server, x509, psk, &base), want);
+	if (want_file)
+		assert_string_equal(base, want_file);
+}
+
 static void test_load_psk(void **state)
 {
 	g_autofree char *dir = scratch_dir();
@@ -204,52 +215,34 @@ static void test_load_psk(void **state)
 	/* Readable, writable or executable by group or others: refused, named. */
 	for (size_t i = 0; i < G_N_ELEMENTS(loose); i++) {
 		put(dir, "keys.psk", "vrdma:" KEY32 "\n", loose[i]);
-		assert_int_equal(load(true, NULL, path, &base), -EPERM);
-		assert_string_equal(base, "keys.psk");
-		g_free(g_steal_pointer(&base));
+		assert_load_refused(true, NULL, path, -EPERM, "keys.psk");
 	}
 	put(dir, "keys.psk", "vrdma:not hex\n", 0600);
-	assert_int_equal(load(true, NULL, path, &base), -EBADMSG);
-	assert_string_equal(base, "keys.psk");
-	g_free(g_steal_pointer(&base));
-	assert_int_equal(load(true, NULL, dir, &base), -EINVAL); /* a directory */
-	g_free(g_steal_pointer(&base));
+	assert_load_refused(true, NULL, path, -EBADMSG, "keys.psk");
+	assert_load_refused(true, NULL, dir, -EINVAL, NULL); /* a directory */
 	g_unlink(path);
-	assert_int_equal(load(true, NULL, path, &base), -ENOENT);
-	assert_string_equal(base, "keys.psk");
-	g_free(base);
+	assert_load_refused(true, NULL, path, -ENOENT, "keys.psk");
 	rm_rf(dir);
 }
 
 static void test_load_x509_files(void **state)
 {
 	g_autofree char *dir = scratch_dir();
-	char *base = NULL;
 	(void)state;
 
 	/* The CA first, then the role's certificate and key. */
-	assert_int_equal(load(true, dir, NULL, &base), -ENOENT);
-	assert_string_equal(base, "ca-cert.pem");
-	g_free(g_steal_pointer(&base));
+	assert_load_refused(true, dir, NULL, -ENOENT, "ca-cert.pem");
 	put(dir, "ca-cert.pem", "not a certificate\n", 0644);
-	assert_int_equal(load(false, dir, NULL, &base), -ENOENT);
-	assert_string_equal(base, "client-cert.pem");
-	g_free(g_steal_pointer(&base));
+	assert_load_refused(false, dir, NULL, -ENOENT, "client-cert.pem");
 	put(dir, "client-cert.pem", "not a certificate\n", 0644);
 	put(dir, "client-key.pem", "not a key\n", 0644);
-	assert_int_equal(load(false, dir, NULL, &base), -EPERM);
-	assert_string_equal(base, "client-key.pem");
-	g_free(g_steal_pointer(&base));
+	assert_load_refused(false, dir, NULL, -EPERM, "client-key.pem");
 	/* The server's files are others. */
-	assert_int_equal(load(true, dir, NULL, &base), -ENOENT);
-	assert_string_equal(base, "server-cert.pem");
-	g_free(g_steal_pointer(&base));
+	assert_load_refused(true, dir, NULL, -ENOENT, "server-cert.pem");
 	put(dir, "client-key.pem", "not a key\n", 0600);
-	assert_int_equal(load(false, dir, NULL, &base), -EBADMSG);
-	assert_string_equal(base, "ca-cert.pem");
-	g_free(base);
+	assert_load_refused(false, dir, NULL, -EBADMSG, "ca-cert.pem");
 	/* Neither kind: nothing to authenticate with. */
-	assert_int_equal(load(false, NULL, NULL, &base), -EINVAL);
+	assert_load_refused(false, NULL, NULL, -EINVAL, NULL);
 	rm_rf(dir);
 }
 

@@ -20,4 +20,7 @@ struct vuf_mem {
 	uint64_t alloc_off[VUF_MAX_REGIONS];	/* bump allocator, per region */
 };
 
+/* A memfd of size bytes (flags: MFD_HUGETLB or 0), or -errno. */
+int vuf_memfd(const char *name, unsigned int flags, uint64_t size);
+
 #endif

@@ -19,11 +19,9 @@ int vuf_log_new(uint64_t covered, uint64_t offset, struct vuf_log **ret_log)
 
 	if (!covered || __builtin_add_overflow(offset, size, &total))
 		return -EINVAL;
-	fd = memfd_create("vuf-dirty-log", MFD_CLOEXEC);
+	fd = vuf_memfd("vuf-dirty-log", 0, total);
 	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)total) < 0)
-		return -errno;
+		return fd;
 	map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		return -errno;

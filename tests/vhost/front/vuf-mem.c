@@ -74,13 +74,26 @@ int vuf_mem_add_region(struct vuf_mem *m, uint64_t gpa, uint64_t size, uint64_t 
 
 	if (__builtin_add_overflow(fd_offset, size, &total))
 		return -EINVAL;
+	fd = vuf_memfd("vuf-guest-ram", 0, total);
+	if (fd < 0)
+		return fd;
+	return vuf_mem_add_region_fd(m, gpa, size, fd_offset, fd);
+}
+
+int vuf_memfd(const char *name, unsigned int flags, uint64_t size)
+{
 	/* No MFD_ALLOW_SEALING, like QEMU's memory-backend-memfd,seal=off. */
-	fd = memfd_create("vuf-guest-ram", MFD_CLOEXEC);
+	int fd = memfd_create(name, MFD_CLOEXEC | flags);
+
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)total) < 0)
-		return -errno;
-	return vuf_mem_add_region_fd(m, gpa, size, fd_offset, fd);
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
 }
 
 size_t vuf_mem_nregions(const struct vuf_mem *m) { return m->nregions; }

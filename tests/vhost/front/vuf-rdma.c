@@ -13,6 +13,7 @@
 #include <glib.h>
 
 #include "util.h"
+#include "vuf-internal.h"
 #include "vuf-rdma.h"
 
 #define VGD_QUEUE_SIZE 256u
@@ -83,10 +84,10 @@ static int add_huge_ram(struct vuf_mem *m, uint64_t ram)
 
 	if (ram % VGD_HUGE)
 		return -EINVAL;
-	fd = memfd_create("vgd-guest-ram-huge", MFD_CLOEXEC | MFD_HUGETLB);
+	fd = vuf_memfd("vgd-guest-ram-huge", MFD_HUGETLB, ram);
 	if (fd < 0)
-		return -errno;
-	r = ftruncate(fd, (off_t)ram) < 0 ? -errno : vuf_mem_add_region_fd(m, 0, ram, 0, fd);
+		return fd;
+	r = vuf_mem_add_region_fd(m, 0, ram, 0, fd);
 	close(fd);
 	return r;
 }
