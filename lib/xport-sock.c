@@ -44,36 +44,14 @@ int xport_sock_wait(int fd, short events, int64_t deadline)
 	}
 }
 
-int xport_sock_send_all(int fd, const void *buf, size_t len, int64_t deadline)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		int r;
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return xport_sock_error(-errno);
-		r = xport_sock_wait(fd, POLLOUT, deadline);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-int xport_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline)
+int xport_io_all(int fd, void *buf, size_t len, int64_t deadline, xport_io_step step,
+		 void *ctx, int eof_err)
 {
 	uint8_t *p = buf;
 
 	while (len) {
-		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+		short events = 0;
+		ssize_t n = step(ctx, p, len, &events);
 		int r;
 
 		if (n > 0) {
@@ -82,16 +60,59 @@ int xport_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline)
 			continue;
 		}
 		if (n == 0)
-			return -ECONNRESET;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return xport_sock_error(-errno);
-		r = xport_sock_wait(fd, POLLIN, deadline);
+			return eof_err;
+		if (n != -EAGAIN)
+			return (int)n;
+		r = xport_sock_wait(fd, events, deadline);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+/* A send(2)/recv(2) result as a step's: would block is -EAGAIN with events. */
+static ssize_t sock_step_result(ssize_t n, short events, short *ret_events)
+{
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK) {
+		*ret_events = events;
+		return -EAGAIN;
+	}
+	return xport_sock_error(-errno);
+}
+
+static ssize_t send_step(void *ctx, void *buf, size_t len, short *ret_events)
+{
+	const int *fd = ctx;
+	ssize_t n;
+
+	do
+		n = send(*fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return sock_step_result(n, POLLOUT, ret_events);
+}
+
+static ssize_t recv_step(void *ctx, void *buf, size_t len, short *ret_events)
+{
+	const int *fd = ctx;
+	ssize_t n;
+
+	do
+		n = recv(*fd, buf, len, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return sock_step_result(n, POLLIN, ret_events);
+}
+
+int xport_sock_send_all(int fd, const void *buf, size_t len, int64_t deadline)
+{
+	/* send(2) never takes 0 bytes of a non-empty buffer on a stream socket. */
+	return xport_io_all(fd, (void *)buf, len, deadline, send_step, &fd, -EIO);
+}
+
+int xport_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline)
+{
+	return xport_io_all(fd, buf, len, deadline, recv_step, &fd, -ECONNRESET);
 }
 
 int xport_sock_nodelay(int fd)

@@ -571,43 +571,30 @@ int xport_tls_handshake_wait(struct xport_tls *t, int fd, int64_t deadline,
 	}
 }
 
-/* Whole-buffer record I/O with a deadline, one way or the other. */
-static int tls_all(struct xport_tls *t, int fd, uint8_t *p, size_t len, int64_t deadline,
-		   bool sending)
+/*
+ * Record I/O as whole-buffer steps.  GnuTLS may want a send repeated once
+ * there is room, or a receive to write first: *ret_events says which.
+ */
+static ssize_t record_send_step(void *t, void *buf, size_t len, short *ret_events)
 {
-	while (len) {
-		short events = 0;
-		ssize_t n = sending ? xport_tls_send(t, p, len, &events)
-				    : xport_tls_recv(t, p, len, &events);
-		int r;
+	return xport_tls_send(t, buf, len, ret_events);
+}
 
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return sending ? -EIO : -ECONNRESET;
-		if (n != -EAGAIN)
-			return (int)n;
-		/* Sending, GnuTLS wants the same call again once there is room. */
-		r = xport_sock_wait(fd, events, deadline);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+static ssize_t record_recv_step(void *t, void *buf, size_t len, short *ret_events)
+{
+	return xport_tls_recv(t, buf, len, ret_events);
 }
 
 int xport_tls_send_all(struct xport_tls *t, int fd, const void *buf, size_t len,
 		       int64_t deadline)
 {
-	return tls_all(t, fd, (uint8_t *)buf, len, deadline, true);
+	return xport_io_all(fd, (void *)buf, len, deadline, record_send_step, t, -EIO);
 }
 
 int xport_tls_recv_all(struct xport_tls *t, int fd, void *buf, size_t len,
 		       int64_t deadline)
 {
-	return tls_all(t, fd, buf, len, deadline, false);
+	return xport_io_all(fd, buf, len, deadline, record_recv_step, t, -ECONNRESET);
 }
 
 int xport_tls_export(struct xport_tls *t, const char *label, void *out, size_t len)

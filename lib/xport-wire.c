@@ -23,12 +23,31 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
+/*
+ * The hello, challenge and welcome open alike: magic, then the version
+ * (le16).  head_put() clears the message and writes that; head_check()
+ * tells another message (-EBADMSG) from another version.
+ */
+static void head_put(uint8_t *out, size_t size, uint32_t magic)
+{
+	memset(out, 0, size);
+	put_le32(out, magic);
+	put_le16(out + 4, XPORT_WIRE_VERSION);
+}
+
+static int head_check(const uint8_t *p, uint32_t magic)
+{
+	if (get_le32(p) != magic)
+		return -EBADMSG;
+	if (get_le16(p + 4) != XPORT_WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	return 0;
+}
+
 void xport_hello_encode(const struct xport_hello *hello,
 			uint8_t out[XPORT_HELLO_SIZE])
 {
-	memset(out, 0, XPORT_HELLO_SIZE);
-	put_le32(out, HELLO_MAGIC);
-	put_le16(out + 4, XPORT_WIRE_VERSION);
+	head_put(out, XPORT_HELLO_SIZE, HELLO_MAGIC);
 	put_le16(out + 6, hello->channel);
 	put_le16(out + 8, hello->nchannels);
 	put_le16(out + 10, hello->flags);
@@ -53,11 +72,10 @@ static int check_length(const uint8_t *p, size_t len, size_t want)
 static int hello_fields(const uint8_t *p, struct xport_hello *ret)
 {
 	struct xport_hello h;
+	int r = head_check(p, HELLO_MAGIC);
 
-	if (get_le32(p) != HELLO_MAGIC)
-		return -EBADMSG;
-	if (get_le16(p + 4) != XPORT_WIRE_VERSION)
-		return -EPROTONOSUPPORT;
+	if (r < 0)
+		return r;
 	h.channel = get_le16(p + 6);
 	h.nchannels = get_le16(p + 8);
 	h.flags = get_le16(p + 10);
@@ -112,20 +130,20 @@ int xport_bound_hello_decode(const void *buf, size_t len, struct xport_hello *re
 
 void xport_challenge_encode(uint64_t nonce, uint8_t out[XPORT_CHALLENGE_SIZE])
 {
-	memset(out, 0, XPORT_CHALLENGE_SIZE);
-	put_le32(out, CHALLENGE_MAGIC);
-	put_le16(out + 4, XPORT_WIRE_VERSION);
+	head_put(out, XPORT_CHALLENGE_SIZE, CHALLENGE_MAGIC);
 	put_le64(out + 8, nonce);
 }
 
 int xport_challenge_decode(const void *buf, size_t len, uint64_t *ret_nonce)
 {
 	const uint8_t *p = buf;
+	int r;
 
-	if (!p || len != XPORT_CHALLENGE_SIZE || get_le32(p) != CHALLENGE_MAGIC)
+	if (!p || len != XPORT_CHALLENGE_SIZE)
 		return -EBADMSG;
-	if (get_le16(p + 4) != XPORT_WIRE_VERSION)
-		return -EPROTONOSUPPORT;
+	r = head_check(p, CHALLENGE_MAGIC);
+	if (r < 0)
+		return r;
 	if (get_le16(p + 6))
 		return -EBADMSG;
 	*ret_nonce = get_le64(p + 8);
@@ -135,9 +153,7 @@ int xport_challenge_decode(const void *buf, size_t len, uint64_t *ret_nonce)
 void xport_welcome_encode(const struct xport_welcome *welcome,
 			  uint8_t out[XPORT_WELCOME_SIZE])
 {
-	memset(out, 0, XPORT_WELCOME_SIZE);
-	put_le32(out, WELCOME_MAGIC);
-	put_le16(out + 4, XPORT_WIRE_VERSION);
+	head_put(out, XPORT_WELCOME_SIZE, WELCOME_MAGIC);
 	put_le16(out + 6, welcome->status);
 	put_le32(out + 8, welcome->max_msg);
 }
@@ -146,12 +162,13 @@ int xport_welcome_decode(const void *buf, size_t len, struct xport_welcome *ret)
 {
 	const uint8_t *p = buf;
 	struct xport_welcome w;
+	int r;
 
-	if (check_length(p, len, XPORT_WELCOME_SIZE) < 0 ||
-	    get_le32(p) != WELCOME_MAGIC)
+	if (check_length(p, len, XPORT_WELCOME_SIZE) < 0)
 		return -EBADMSG;
-	if (get_le16(p + 4) != XPORT_WIRE_VERSION)
-		return -EPROTONOSUPPORT;
+	r = head_check(p, WELCOME_MAGIC);
+	if (r < 0)
+		return r;
 	w.status = get_le16(p + 6);
 	w.max_msg = get_le32(p + 8);
 	if (!all_zero(p + 12, 4))

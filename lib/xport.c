@@ -112,18 +112,32 @@ static int auth_check(const struct xport_opts *opts, bool server)
 	return 0;
 }
 
-int xport_listen(const struct xport_opts *opts, const char *host,
-		 const char *port, struct xport_listener **ret_listener)
+/* The options a listener (server) or a connection starts from; -EINVAL. */
+static int opts_prepare(const struct xport_opts *opts, bool server,
+			struct xport_opts *ret_opts)
 {
 	struct xport_opts o = *opts;
 	int r = opts_check(&o);
 
 	if (r < 0)
 		return r;
+	o.kind = resolve_kind(o.kind);
+	r = auth_check(&o, server);
+	if (r < 0)
+		return r;
+	*ret_opts = o;
+	return 0;
+}
+
+int xport_listen(const struct xport_opts *opts, const char *host,
+		 const char *port, struct xport_listener **ret_listener)
+{
+	struct xport_opts o;
+	int r;
+
 	if (!port || !ret_listener)
 		return -EINVAL;
-	o.kind = resolve_kind(o.kind);
-	r = auth_check(&o, true);
+	r = opts_prepare(opts, true, &o);
 	if (r < 0)
 		return r;
 	if (o.kind == XPORT_KIND_RDMA)
@@ -158,15 +172,12 @@ void xport_listener_close(struct xport_listener *listener)
 int xport_connect(const struct xport_opts *opts, const char *host,
 		  const char *port, struct xport_conn **ret_conn)
 {
-	struct xport_opts o = *opts;
-	int r = opts_check(&o);
+	struct xport_opts o;
+	int r;
 
-	if (r < 0)
-		return r;
 	if (!host || !*host || !port || !ret_conn)
 		return -EINVAL;
-	o.kind = resolve_kind(o.kind);
-	r = auth_check(&o, false);
+	r = opts_prepare(opts, false, &o);
 	if (r < 0)
 		return r;
 	if (o.kind == XPORT_KIND_RDMA)

@@ -17,6 +17,7 @@
 #include "migrate.h"
 #include "owner.h"
 #include "peer-proto.h"
+#include "report.h"
 #include "util.h"
 
 struct dest {
@@ -35,20 +36,12 @@ struct dest {
 
 static void emit(struct dest *d, enum mig_event_type type)
 {
-	struct mig_event ev = { .type = type, .stats = d->st };
-
-	d->st->total_time_ms = (monotonic_ns() - d->t_start) / 1000000;
-	if (d->fn)
-		d->fn(&ev, d->opaque);
+	mig_report_event(d->st, d->t_start, d->fn, d->opaque, type);
 }
 
 static int fail(struct dest *d, enum mig_failure why, int err)
 {
-	if (!d->st->failure) {
-		d->st->failure = why;
-		d->st->error = err;
-	}
-	return err;
+	return mig_report_failure(d->st, why, err);
 }
 
 /*

@@ -59,23 +59,26 @@ const char *owner_msg_name(enum owner_msg_type type)
 	return "?";
 }
 
+/* HELLO and WELCOME open with the same fields: version, role, capabilities. */
+static void put_greeting(uint8_t *p, uint32_t version, enum owner_role role, uint64_t caps)
+{
+	put_le32(p, version);
+	put_le32(p + 4, role);
+	put_le64(p + 8, caps);
+}
+
 size_t owner_msg_encode(const struct owner_msg *msg, uint8_t *buf)
 {
 	size_t plen = payload_size(msg->type);
-	uint8_t *p = buf + OWNER_HDR_SIZE;
+	uint8_t *p = mig_msg_start(buf, OWNER_MAGIC, (uint16_t)msg->type, plen);
 
-	memset(buf + OWNER_HDR_SIZE, 0, plen);
-	mig_hdr_put(buf, OWNER_MAGIC, (uint16_t)msg->type, (uint32_t)plen);
 	switch (msg->type) {
 	case OWNER_MSG_HELLO:
-		put_le32(p, msg->u.hello.version);
-		put_le32(p + 4, msg->u.hello.role);
-		put_le64(p + 8, msg->u.hello.caps);
+		put_greeting(p, msg->u.hello.version, msg->u.hello.role, msg->u.hello.caps);
 		break;
 	case OWNER_MSG_WELCOME:
-		put_le32(p, msg->u.welcome.version);
-		put_le32(p + 4, msg->u.welcome.role);
-		put_le64(p + 8, msg->u.welcome.caps);
+		put_greeting(p, msg->u.welcome.version, msg->u.welcome.role,
+			     msg->u.welcome.caps);
 		put_le32(p + 16, msg->u.welcome.nblocks);
 		break;
 	case OWNER_MSG_BLOCK:
@@ -133,12 +136,13 @@ bool owner_block_geometry_valid(uint32_t index, uint32_t page_size, uint64_t siz
 	       size != 0 && size <= OWNER_MAX_BLOCK_SIZE && size % page_size == 0;
 }
 
-void mig_hdr_put(uint8_t *buf, uint32_t magic, uint16_t type, uint32_t plen)
+uint8_t *mig_msg_start(uint8_t *buf, uint32_t magic, uint16_t type, size_t plen)
 {
-	memset(buf, 0, MIG_HDR_SIZE);
+	memset(buf, 0, MIG_HDR_SIZE + plen);
 	put_le32(buf, magic);
 	put_le16(buf + 4, type);
-	put_le32(buf + 8, plen);
+	put_le32(buf + 8, (uint32_t)plen);
+	return buf + MIG_HDR_SIZE;
 }
 
 bool mig_hdr_valid(const uint8_t *buf, size_t len, uint32_t magic)

@@ -121,12 +121,13 @@ bool owner_block_geometry_valid(uint32_t index, uint32_t page_size, uint64_t siz
 
 /*
  * The 16-byte header both migration protocols share, each with its own
- * magic: magic, type, zero, payload length, zero.  mig_hdr_put() writes it;
- * mig_hdr_valid() is false for a short buffer, another magic, or a reserved
- * byte that is not zero.
+ * magic: magic, type, zero, payload length, zero.  mig_msg_start() writes
+ * it, clears the plen payload bytes after it (padding and reserved fields
+ * go out as zeros) and returns the payload; mig_hdr_valid() is false for a
+ * short buffer, another magic, or a reserved byte that is not zero.
  */
 #define MIG_HDR_SIZE 16
-void mig_hdr_put(uint8_t *buf, uint32_t magic, uint16_t type, uint32_t plen);
+uint8_t *mig_msg_start(uint8_t *buf, uint32_t magic, uint16_t type, size_t plen);
 bool mig_hdr_valid(const uint8_t *buf, size_t len, uint32_t magic);
 
 #endif

@@ -31,10 +31,8 @@ size_t peer_msg_encode(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 {
 	uint32_t n = m->type == PEER_MSG_HASHES ? m->u.hashes.nblocks : 0;
 	size_t plen = payload_size(m->type, n);
-	uint8_t *p = buf + PEER_HDR_SIZE;
+	uint8_t *p = mig_msg_start(buf, PEER_MAGIC, (uint16_t)m->type, plen);
 
-	memset(buf + PEER_HDR_SIZE, 0, plen);
-	mig_hdr_put(buf, PEER_MAGIC, (uint16_t)m->type, (uint32_t)plen);
 	switch (m->type) {
 	case PEER_MSG_LAYOUT:
 		put_le32(p, m->u.layout.version);

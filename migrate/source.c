@@ -21,6 +21,7 @@
 #include "migrate.h"
 #include "owner.h"
 #include "peer-proto.h"
+#include "report.h"
 #include "util.h"
 
 #define STRIPE (1ull << 20)
@@ -64,21 +65,12 @@ static uint64_t peer_deadline(const struct source *s)
 
 static void emit(struct source *s, enum mig_event_type type)
 {
-	struct mig_event ev = { .type = type, .stats = s->st };
-
-	s->st->total_time_ms = (monotonic_ns() - s->t_start) / 1000000;
-	if (s->fn)
-		s->fn(&ev, s->opaque);
+	mig_report_event(s->st, s->t_start, s->fn, s->opaque, type);
 }
 
-/* Records why we fail, once; returns err for tail calls. */
 static int fail(struct source *s, enum mig_failure why, int err)
 {
-	if (!s->st->failure) {
-		s->st->failure = why;
-		s->st->error = err;
-	}
-	return err;
+	return mig_report_failure(s->st, why, err);
 }
 
 static int peer_fail(struct source *s, int err)
