@@ -12,7 +12,8 @@
  * rdma-event.c    device events, and the failures that raise them
  * rdma-quiesce.c  the poll timer, dirty logging, the stop for migration
  * rdma-cm.c       connection management (rdma_cm)
- * rdma-peer.c     peers behind other back ends, across a migration
+ * rdma-peer.c     peers behind other back ends, across a migration: their side
+ * rdma-peer-ask.c ...and the moving guest's side
  * rdma.c          the device type: the tenant's function, quotas, instances
  */
 #ifndef VRDMA_RDMA_INTERNAL_H
@@ -484,15 +485,17 @@ void rdma_peer_close(struct rdma_shared *sh);
 /* An fd to watch for the protocol (-1: off), and its work when readable. */
 int rdma_peer_fd(const struct rdma_shared *sh);
 void rdma_peer_ready(struct rdma_shared *sh);
-/* Source, at the stop: the peer's back end holds its QP (qp->moving);
- * -errno when it cannot (no back end there: a native peer). */
-int rdma_peer_pause(struct rdma_dev *d, struct rdma_qp *qp);
+/* Source, at the stop: each QP wants() names has its peer's back end hold
+ * the peer QP (qp->moving); where it cannot (no back end there: a native
+ * peer), the QP goes to ERR (QP_FATAL, STOPPED). */
+void rdma_peer_pause_all(struct rdma_dev *d, bool (*wants)(struct rdma_dev *d,
+							    struct rdma_qp *qp));
 /* Source, resumed after a failed move: every held peer goes on. */
 void rdma_peer_resume(struct rdma_dev *d);
-/* Destination, the QP made again and connected: the peer's QP is moved
- * to it (qp->moving, from the state); -errno, or a positive errno the
- * peer answered. */
-int rdma_peer_retarget(struct rdma_dev *d, struct rdma_qp *qp);
+/* Destination, the QPs made again and connected: each peer held for the
+ * move (qp->moving, from the state) is moved to its QP; a QP whose peer's
+ * back end does not answer yes goes to ERR (QP_FATAL, STOPPED). */
+void rdma_peer_retarget_all(struct rdma_dev *d);
 /* Peer side: holds that nobody came back for end. */
 void rdma_peer_check_holds(struct rdma_dev *d);
 /* The host's rkey of an rkey of a moved peer's MR (others as they are). */

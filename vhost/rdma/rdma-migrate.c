@@ -367,28 +367,6 @@ int rdma_load_state(void *opaque, const uint8_t *data, size_t len)
 	return 0;
 }
 
-/*
- * Each QP whose peer's back end held the peer for this move has that peer
- * connect to it here.  Where it does not (the peer's back end is gone, or
- * refuses), the QP fails as a QP stopped by the move does; the rest of the
- * guest's objects go on.
- */
-static void retarget_peers(struct rdma_dev *d)
-{
-	for (uint32_t i = 0; i < d->qps.cap; i++) {
-		struct rdma_qp *qp = d->qps.obj[i];
-
-		int r;
-
-		if (!qp || !qp->moving)
-			continue;
-		r = rdma_peer_retarget(d, qp);
-		g_clear_pointer(&qp->moving, g_free);
-		if (r)
-			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
-	}
-}
-
 int rdma_state_apply(struct rdma_dev *d)
 {
 	static const struct rdma_state_ops ops = {
@@ -412,7 +390,9 @@ int rdma_state_apply(struct rdma_dev *d)
 		d->generation = d->sh->generation;
 		return r < 0 ? r : -EINVAL;
 	}
-	retarget_peers(d);
+	/* Each QP whose peer's back end held the peer for this move has that
+	 * peer connect to it now; one that fails alone goes to error. */
+	rdma_peer_retarget_all(d);
 	d->restored = true;
 	return 0;
 }

@@ -14,6 +14,9 @@
  * moved guest's rkeys translated from then on.  A source that resumes (a
  * failed move) tells the peer to RESUME.  The peer's guest sees a pause.
  *
+ * This file is the peer's side: the listener, and what each request does;
+ * rdma-peer-ask.c is the moving guest's side.
+ *
  * Who may ask: the protocol runs on TLS with the operators' pre-shared
  * key (a guest has no key), each request comes from the address of the
  * GID it speaks for (a PAUSE or RESUME from the GID the QP is connected
@@ -33,18 +36,17 @@
 
 #include "rdma-internal.h"
 #include "rdma-peer-wire.h"
+#include "rdma-peer.h"
 #include "util.h"
 #include "xport-sock.h"
 #include "xport-tls.h"
 
-/* A request, from connect to reply, at the most. */
-#define CALL_TIMEOUT_MS 3000
 /* A peer QP held for a move goes on by itself after this long. */
 #define HOLD_NS (30ull * 1000000000ull)
 /* A peer's sends to drain before it answers PAUSE. */
 #define DRAIN_NS 2000000000ull
-#define MAX_CONNS 16u
-#define MAX_LISTENERS RDMA_MAX_TENANT_GIDS
+/* Requests on one connection: one per QP of the asker's guest at most. */
+#define MAX_REQUESTS_PER_CONN (RDMA_TABLE_MAX + 1u)
 
 struct peer_conn {
 	int fd;
@@ -56,18 +58,10 @@ struct peer_conn {
 	size_t want, got;
 	uint8_t reply[RDMA_PEER_REPLY_SIZE];
 	uint8_t from_gid[16]; /* the caller's address as an IPv4-mapped GID */
-	uint64_t deadline;
+	uint64_t deadline;    /* of the request under way */
+	uint32_t requests;
 };
 
-struct rdma_peer_srv {
-	struct xport_auth *server, *client;
-	uint16_t port;
-	int epfd;
-	int timer; /* ticks while connections are open */
-	int listen[MAX_LISTENERS];
-	unsigned int nlisten;
-	struct peer_conn *conns[MAX_CONNS];
-};
 
 /* ---- addresses ---- */
 
@@ -78,7 +72,7 @@ static void gid_of_ipv4(const struct sockaddr_in *a, uint8_t ret[16])
 	memcpy(ret + 12, &a->sin_addr, 4);
 }
 
-static void ipv4_of_gid(const uint8_t gid[16], uint16_t port, struct sockaddr_in *ret)
+void rdma_peer_sockaddr(const uint8_t gid[16], uint16_t port, struct sockaddr_in *ret)
 {
 	*ret = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(port) };
 	memcpy(&ret->sin_addr, gid + 12, 4);
@@ -96,7 +90,7 @@ static bool same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
 
 /* ---- the peer's side: what a request does ---- */
 
-static struct rdma_qp *qp_by_host_qpn(struct rdma_shared *sh, uint32_t qpn)
+struct rdma_qp *rdma_peer_qp_by_host_qpn(struct rdma_shared *sh, uint32_t qpn)
 {
 	for (GList *l = sh->devs; l; l = l->next) {
 		struct rdma_dev *d = l->data;
@@ -108,7 +102,7 @@ static struct rdma_qp *qp_by_host_qpn(struct rdma_shared *sh, uint32_t qpn)
 	return NULL;
 }
 
-static int host_attr(struct rdma_qp *qp, struct ibv_qp_attr *ret)
+int rdma_peer_host_attr(struct rdma_qp *qp, struct ibv_qp_attr *ret)
 {
 	struct ibv_qp_init_attr init;
 
@@ -125,7 +119,7 @@ static bool connected_to(struct rdma_qp *qp, const uint8_t gid[16], uint32_t qpn
 {
 	struct ibv_qp_attr a;
 
-	return (qp->state == VRDMA_QPS_RTR || qp->state == VRDMA_QPS_RTS) && !host_attr(qp, &a) &&
+	return (qp->state == VRDMA_QPS_RTR || qp->state == VRDMA_QPS_RTS) && !rdma_peer_host_attr(qp, &a) &&
 	       a.dest_qp_num == qpn && !memcmp(a.ah_attr.grh.dgid.raw, gid, 16);
 }
 
@@ -197,7 +191,7 @@ static void set_remote_rkeys(struct rdma_qp *qp, const struct rdma_peer_rkey *rk
 static int reconnect(struct rdma_qp *qp, const uint8_t gid[16], uint32_t qpn)
 {
 	struct ibv_qp_attr a, s;
-	int r = host_attr(qp, &a);
+	int r = rdma_peer_host_attr(qp, &a);
 
 	if (r)
 		return r;
@@ -248,10 +242,10 @@ static uint32_t do_retarget(struct rdma_qp *qp, const struct rdma_peer_request *
 }
 
 /* What a checked request does; a positive errno or 0 for the reply. */
-static uint32_t handle_request(struct rdma_shared *sh, const struct rdma_peer_request *req,
-			       const struct rdma_peer_rkey *rkeys, const uint8_t caller[16])
+uint32_t rdma_peer_handle(struct rdma_shared *sh, const struct rdma_peer_request *req,
+			  const struct rdma_peer_rkey *rkeys, const uint8_t caller[16])
 {
-	struct rdma_qp *qp = qp_by_host_qpn(sh, req->qpn);
+	struct rdma_qp *qp = rdma_peer_qp_by_host_qpn(sh, req->qpn);
 
 	if (!qp)
 		return ENOENT;
@@ -378,7 +372,7 @@ static bool conn_step(struct rdma_shared *sh, struct peer_conn *c)
 				break;
 			rkeys = g_new(struct rdma_peer_rkey, c->req.n_rkeys + 1);
 			rdma_peer_rkeys_decode(c->rkeys, c->req.n_rkeys, rkeys);
-			rdma_peer_reply_encode(handle_request(sh, &c->req, rkeys, c->from_gid),
+			rdma_peer_reply_encode(rdma_peer_handle(sh, &c->req, rkeys, c->from_gid),
 					       c->reply);
 			c->stage = 3;
 			c->want = RDMA_PEER_REPLY_SIZE;
@@ -393,8 +387,17 @@ static bool conn_step(struct rdma_shared *sh, struct peer_conn *c)
 				r = n < 0 ? (int)n : 0;
 				c->got += n > 0 ? (size_t)n : 0;
 			}
-			if (!r)
+			/* The asker may go on with its next QP on this session. */
+			if (!r && ++c->requests == MAX_REQUESTS_PER_CONN)
 				return false;
+			if (!r) {
+				g_clear_pointer(&c->rkeys, g_free);
+				c->stage = 1;
+				c->want = RDMA_PEER_REQUEST_SIZE;
+				c->got = 0;
+				c->deadline = monotonic_ns() +
+					      (uint64_t)RDMA_PEER_CALL_TIMEOUT_MS * 1000000;
+			}
 			break;
 		}
 		if (r == -EAGAIN)
@@ -410,21 +413,21 @@ static void accept_one(struct rdma_shared *sh, int lfd)
 	struct sockaddr_in from;
 	socklen_t len = sizeof(from);
 	struct peer_conn *c;
-	unsigned int slot = MAX_CONNS;
+	unsigned int slot = RDMA_PEER_MAX_CONNS;
 	int fd = accept4(lfd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	if (fd < 0)
 		return;
-	for (unsigned int i = 0; i < MAX_CONNS && slot == MAX_CONNS; i++)
+	for (unsigned int i = 0; i < RDMA_PEER_MAX_CONNS && slot == RDMA_PEER_MAX_CONNS; i++)
 		if (!srv->conns[i])
 			slot = i;
-	if (slot == MAX_CONNS || len != sizeof(from) || from.sin_family != AF_INET) {
+	if (slot == RDMA_PEER_MAX_CONNS || len != sizeof(from) || from.sin_family != AF_INET) {
 		close(fd);
 		return;
 	}
 	c = g_new0(struct peer_conn, 1);
 	c->fd = fd;
-	c->deadline = monotonic_ns() + (uint64_t)CALL_TIMEOUT_MS * 1000000;
+	c->deadline = monotonic_ns() + (uint64_t)RDMA_PEER_CALL_TIMEOUT_MS * 1000000;
 	gid_of_ipv4(&from, c->from_gid);
 	if (xport_tls_new(srv->server, fd, NULL, &c->tls) ||
 	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd,
@@ -448,7 +451,7 @@ static void expire_conns(struct rdma_peer_srv *srv)
 
 	if (read(srv->timer, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		return;
-	for (unsigned int i = 0; i < MAX_CONNS; i++) {
+	for (unsigned int i = 0; i < RDMA_PEER_MAX_CONNS; i++) {
 		if (srv->conns[i] && now >= srv->conns[i]->deadline)
 			conn_close(srv, i);
 		any |= srv->conns[i] != NULL;
@@ -479,7 +482,7 @@ void rdma_peer_ready(struct rdma_shared *sh)
 				accept_one(sh, fd);
 				done = true;
 			}
-		for (unsigned int c = 0; c < MAX_CONNS && !done; c++)
+		for (unsigned int c = 0; c < RDMA_PEER_MAX_CONNS && !done; c++)
 			if (srv->conns[c] && srv->conns[c]->fd == fd) {
 				if (!conn_step(sh, srv->conns[c]))
 					conn_close(srv, c);
@@ -501,7 +504,7 @@ static int listen_on(struct rdma_peer_srv *srv, const uint8_t gid[16])
 
 	if (fd < 0)
 		return -errno;
-	ipv4_of_gid(gid, srv->port, &a);
+	rdma_peer_sockaddr(gid, srv->port, &a);
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 16) ||
 	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd,
@@ -521,7 +524,7 @@ void rdma_peer_close(struct rdma_shared *sh)
 
 	if (!srv)
 		return;
-	for (unsigned int i = 0; i < MAX_CONNS; i++)
+	for (unsigned int i = 0; i < RDMA_PEER_MAX_CONNS; i++)
 		if (srv->conns[i])
 			conn_close(srv, i);
 	for (unsigned int i = 0; i < srv->nlisten; i++)
@@ -566,171 +569,3 @@ fail:
 	return r;
 }
 
-/* ---- the moving guest's side: asking ---- */
-
-/* A connected TCP socket from own to to (non-blocking), by the deadline. */
-static int connect_from(const uint8_t own[16], const uint8_t to[16], uint16_t port,
-			int64_t deadline)
-{
-	struct sockaddr_in src, dst;
-	int err = 0;
-	socklen_t len = sizeof(err);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int r;
-
-	if (fd < 0)
-		return -errno;
-	ipv4_of_gid(own, 0, &src);
-	ipv4_of_gid(to, port, &dst);
-	r = bind(fd, (struct sockaddr *)&src, sizeof(src)) ? -errno : 0;
-	if (!r && connect(fd, (struct sockaddr *)&dst, sizeof(dst)) && errno != EINPROGRESS)
-		r = -errno;
-	if (!r)
-		r = xport_sock_wait(fd, POLLOUT, deadline);
-	if (!r && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) || err))
-		r = err ? -err : -errno;
-	if (r) {
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
-/* A request to the back end behind to; its status (0, a positive errno)
- * or -errno when it could not be asked. */
-static int call(struct rdma_shared *sh, const uint8_t own[16], const uint8_t to[16],
-		const struct rdma_peer_request *req, const struct rdma_peer_rkey *rkeys)
-{
-	int64_t deadline = monotonic_ms() + CALL_TIMEOUT_MS;
-	uint8_t head[RDMA_PEER_REQUEST_SIZE], reply[RDMA_PEER_REPLY_SIZE];
-	g_autofree uint8_t *keys = g_malloc(8ull * req->n_rkeys + 1);
-	struct xport_tls *tls = NULL;
-	const char *why;
-	uint32_t status;
-	int fd, r;
-
-	/* The peer is served here (another guest of this daemon): no call. */
-	if (qp_by_host_qpn(sh, req->qpn) && !memcmp(own, to, 16))
-		return (int)handle_request(sh, req, rkeys, own);
-	fd = connect_from(own, to, sh->peer->port, deadline);
-	if (fd < 0)
-		return fd;
-	rdma_peer_request_encode(req, head);
-	rdma_peer_rkeys_encode(rkeys, req->n_rkeys, keys);
-	r = xport_tls_new(sh->peer->client, fd, NULL, &tls);
-	if (!r)
-		r = xport_tls_handshake_wait(tls, fd, deadline, &why);
-	if (!r)
-		r = xport_tls_send_all(tls, fd, head, sizeof(head), deadline);
-	if (!r && req->n_rkeys)
-		r = xport_tls_send_all(tls, fd, keys, 8ull * req->n_rkeys, deadline);
-	if (!r)
-		r = xport_tls_recv_all(tls, fd, reply, sizeof(reply), deadline);
-	if (!r)
-		r = rdma_peer_reply_decode(reply, &status) ? -EBADMSG : (int)status;
-	xport_tls_free(tls);
-	close(fd);
-	return r;
-}
-
-/* The GIDs of both ends of a connected QP, as the host has them. */
-static int ends(struct rdma_dev *d, struct rdma_qp *qp, uint8_t own[16], uint8_t peer[16],
-		uint32_t *ret_peer_qpn)
-{
-	struct ibv_qp_attr a;
-	struct ibv_gid_entry e;
-
-	if (host_attr(qp, &a) || ibv_query_gid_ex(d->sh->ctx, 1, a.ah_attr.grh.sgid_index, &e, 0))
-		return -EIO;
-	memcpy(own, e.gid.raw, 16);
-	memcpy(peer, a.ah_attr.grh.dgid.raw, 16);
-	*ret_peer_qpn = a.dest_qp_num;
-	return rdma_gid_is_ipv4(own) && rdma_gid_is_ipv4(peer) ? 0 : -EAFNOSUPPORT;
-}
-
-int rdma_peer_pause(struct rdma_dev *d, struct rdma_qp *qp)
-{
-	struct rdma_peer_request req = { .op = RDMA_PEER_PAUSE, .from_qpn = qp->host_qpn };
-	uint8_t peer[16];
-	int r;
-
-	if (!d->sh->peer)
-		return -ENOTCONN;
-	r = ends(d, qp, req.from_gid, peer, &req.qpn);
-	if (!r && getrandom(req.token, sizeof(req.token), 0) != sizeof(req.token))
-		r = -EIO;
-	if (!r)
-		r = call(d->sh, req.from_gid, peer, &req, NULL);
-	if (r)
-		return r < 0 ? r : -r;
-	g_free(qp->moving);
-	qp->moving = g_new0(struct rdma_peer_link, 1);
-	memcpy(qp->moving->token, req.token, sizeof(req.token));
-	memcpy(qp->moving->gid, peer, 16);
-	qp->moving->qpn = req.qpn;
-	memcpy(qp->moving->from_gid, req.from_gid, 16);
-	qp->moving->from_qpn = req.from_qpn;
-	return 0;
-}
-
-void rdma_peer_resume(struct rdma_dev *d)
-{
-	for (uint32_t i = 0; i < d->qps.cap; i++) {
-		struct rdma_qp *qp = d->qps.obj[i];
-		struct rdma_peer_request req = { .op = RDMA_PEER_RESUME };
-
-		if (!qp || !qp->moving)
-			continue;
-		req.qpn = qp->moving->qpn;
-		req.from_qpn = qp->moving->from_qpn;
-		memcpy(req.from_gid, qp->moving->from_gid, 16);
-		memcpy(req.token, qp->moving->token, sizeof(req.token));
-		/* Not resumed, the peer goes on by itself when its hold ends. */
-		if (d->sh->peer)
-			call(d->sh, req.from_gid, qp->moving->gid, &req, NULL);
-		g_clear_pointer(&qp->moving, g_free);
-	}
-}
-
-/* The rkeys of the MRs in the QP's PD a peer may use, by the guest's. */
-static GArray *remote_rkeys(struct rdma_dev *d, struct rdma_qp *qp)
-{
-	GArray *a = g_array_new(FALSE, FALSE, sizeof(struct rdma_peer_rkey));
-
-	for (uint32_t i = 0; i < d->mrs.cap && a->len < RDMA_PEER_MAX_RKEYS; i++) {
-		const struct rdma_mr *mr = d->mrs.obj[i];
-
-		if (mr && mr->mr && mr->pd == qp->pd && mr->rkey &&
-		    (mr->access & (VRDMA_ACCESS_REMOTE_WRITE | VRDMA_ACCESS_REMOTE_READ |
-				   VRDMA_ACCESS_REMOTE_ATOMIC)))
-			g_array_append_val(a, ((struct rdma_peer_rkey){ mr->rkey, mr->mr->rkey }));
-	}
-	return a;
-}
-
-int rdma_peer_retarget(struct rdma_dev *d, struct rdma_qp *qp)
-{
-	struct rdma_peer_request req = {
-		.op = RDMA_PEER_RETARGET, .new_qpn = qp->host_qpn,
-	};
-	g_autoptr(GArray) rkeys = NULL;
-	uint8_t peer[16];
-	uint32_t peer_qpn;
-	int r;
-
-	if (!d->sh->peer)
-		return -ENOTCONN;
-	r = ends(d, qp, req.new_gid, peer, &peer_qpn);
-	if (r)
-		return r;
-	if (peer_qpn != qp->moving->qpn || memcmp(peer, qp->moving->gid, 16))
-		return -EINVAL;
-	req.qpn = peer_qpn;
-	req.from_qpn = qp->moving->from_qpn;
-	memcpy(req.from_gid, qp->moving->from_gid, 16);
-	memcpy(req.token, qp->moving->token, sizeof(req.token));
-	rkeys = remote_rkeys(d, qp);
-	req.n_rkeys = rkeys->len;
-	r = call(d->sh, req.new_gid, peer, &req, (const struct rdma_peer_rkey *)rkeys->data);
-	return r < 0 ? r : -r;
-}

@@ -104,6 +104,11 @@ static bool connected(const struct rdma_qp *qp)
 	return qp->state >= VRDMA_QPS_INIT && qp->state <= VRDMA_QPS_RTS;
 }
 
+static bool peer_elsewhere(struct rdma_dev *d, struct rdma_qp *qp)
+{
+	return connected(qp) && !rdma_qp_peer_is_local(d, qp);
+}
+
 /*
  * The front end stopped the device while logging (migration).  The device
  * takes no more work and lets what was posted complete into the guest's
@@ -124,13 +129,7 @@ void rdma_quiesce(struct rdma_dev *d)
 		return;
 	rdma_work_refill(d);
 	d->draining = true;
-	for (uint32_t i = 0; i < d->qps.cap; i++) {
-		struct rdma_qp *qp = d->qps.obj[i];
-
-		if (qp && connected(qp) && !rdma_qp_peer_is_local(d, qp) &&
-		    rdma_peer_pause(d, qp))
-			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
-	}
+	rdma_peer_pause_all(d, peer_elsewhere);
 	if (!drain(d, deadline)) {
 		for (uint32_t i = 0; i < d->qps.cap; i++) {
 			struct rdma_qp *qp = d->qps.obj[i];
