@@ -15,11 +15,16 @@
  *   anchor    the same guest with no objects (the span without RDMA state);
  *   QPS       QPS QPs, connected in pairs to each other, one CQ;
  *   MR        one MR over MR_MIB of guest RAM;
- *   both      the two together, which the target compares with the anchor.
+ *   both      the two together, which the target compares with the anchor;
+ *   peers     QPS QPs each connected to a QP of a second guest, on DEV_B's
+ *             back end: the peer protocol holds them at the stop (over TLS
+ *             from DEV_A's back end) and points them at the moved QPs after
+ *             it (docs/migration-rdma.md, "Peers elsewhere").
  * After each move with QPs, one pair exchanges a SEND: the move is checked,
  * not only timed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +33,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <glib.h>
+
 #include "rdma-peer.h"
 #include "util.h"
 #include "vuf-rdma.h"
@@ -35,11 +42,15 @@
 #define MAX_RUNS 15
 #define PAIR_LOG2 2 /* 4 slots a ring: the state's size, not depth, matters */
 
-enum shape { ANCHOR, QPS_ONLY, MR_ONLY, BOTH, NSHAPES };
-static const char *const shape_name[NSHAPES] = { "anchor: no objects", "QPs", "MR", "QPs + MR" };
+enum shape { ANCHOR, QPS_ONLY, MR_ONLY, BOTH, PEERS, NSHAPES };
+static const char *const shape_name[NSHAPES] = {
+	"anchor: no objects", "QPs", "MR", "QPs + MR", "QPs to another guest's QPs",
+};
+#define PEER_PORT "4794"
 
 struct config {
 	const char *sock_a, *sock_b;
+	const char *psk;
 	unsigned int qps;
 	uint64_t mr_bytes;
 };
@@ -64,67 +75,89 @@ static void die(const char *what, int r)
 	exit(1);
 }
 
-static pid_t spawn_daemon(const char *bin, const char *dev, const char *sock)
+static pid_t spawn_daemon(const char *bin, const char *dev, const char *sock, const char *psk)
 {
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		execl(bin, bin, "--device", "rdma", "--ibdev", dev, "--socket-path", sock,
 		      "--max-pinned-mib", "8192", "--max-qps", "8192", "--max-cqs", "64",
-		      (char *)NULL);
+		      "--rdma-peer-port", PEER_PORT, "--rdma-peer-psk", psk, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
 }
 
-/* QPs connected in pairs, on one CQ; returns the first pair in *first. */
-static void make_pairs(struct rp_guest *p, unsigned int n, struct vgd_cq *cq,
-		       struct vgd_qp first[2])
+/* The peer protocol's key, fresh for this run, readable by its owner only. */
+static void write_psk(const char *path)
 {
-	const struct vgd_qp_caps caps = { .sq_log2 = PAIR_LOG2, .rq_log2 = PAIR_LOG2,
-					  .max_send_sge = 1, .max_recv_sge = 1 };
-	int r = vgd_create_cq(p->g, 12, cq);
+	g_autoptr(GString) line = g_string_new("vrdma-bench:");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
-	for (unsigned int i = 0; !r && i < n / 2; i++) {
-		struct vgd_qp q[2];
-
-		r = vgd_create_qp(p->g, p->pd, cq, cq, &caps, &q[0]);
-		if (!r)
-			r = vgd_create_qp(p->g, p->pd, cq, cq, &caps, &q[1]);
-		if (!r)
-			r = vgd_connect_qp(p->g, &q[0], q[1].qpn, p->gid, p->gid_index, 7);
-		if (!r)
-			r = vgd_connect_qp(p->g, &q[1], q[0].qpn, p->gid, p->gid_index, 7);
-		if (!r && i == 0)
-			memcpy(first, q, sizeof(q));
-	}
-	if (r)
-		die("QP pairs", r);
+	for (int i = 0; i < 32; i++)
+		g_string_append_printf(line, "%02x", (uint8_t)g_random_int());
+	g_string_append_c(line, '\n');
+	if (fd < 0 || write(fd, line->str, line->len) != (ssize_t)line->len)
+		die("the PSK file", errno);
+	close(fd);
 }
 
-/* One SEND across the first pair after the move, byte-checked. */
-static void check_pair(struct rp_guest *p, struct vgd_cq *cq, struct vgd_qp q[2])
+/* One SEND from a QP of one guest to a QP of the same or another guest,
+ * after the move, byte-checked. */
+static void check_link(struct rp_guest *from, struct vgd_cq *from_cq, struct vgd_qp *fq,
+		       struct rp_guest *to, struct vgd_cq *to_cq, struct vgd_qp *tq)
 {
 	static const char msg[] = "after the move";
 	char got[sizeof(msg)] = { 0 };
 	struct vrdma_cqe c[2];
-	int n = 0, r;
+	int n = 0, m = 0, r;
 
-	r = vgd_buf_write(p->g, &p->buf, 0, msg, sizeof(msg));
+	r = vgd_buf_write(from->g, &from->buf, 0, msg, sizeof(msg));
 	if (!r)
-		r = vgd_post_recv(p->g, &q[1], &(struct vgd_recv){
-			.wr_id = 2, .num_sge = 1, .sge = { rp_guest_sge(p, 4096, sizeof(msg)) } }, 1,
-			true);
+		r = vgd_post_recv(to->g, tq, &(struct vgd_recv){
+			.wr_id = 2, .num_sge = 1, .sge = { rp_guest_sge(to, 4096, sizeof(msg)) } },
+			1, true);
 	if (!r)
-		r = vgd_post_send(p->g, &q[0], &(struct vgd_send){
+		r = vgd_post_send(from->g, fq, &(struct vgd_send){
 			.wr_id = 1, .opcode = VRDMA_WR_SEND, .flags = VRDMA_SEND_SIGNALED,
-			.num_sge = 1, .sge = { rp_guest_sge(p, 0, sizeof(msg)) } }, 1, true);
+			.num_sge = 1, .sge = { rp_guest_sge(from, 0, sizeof(msg)) } }, 1, true);
+	if (!r && from_cq == to_cq)
+		r = vgd_wait_cq(from->g, from_cq, c, 2, RP_TIMEOUT_MS, &n);
+	else if (!r)
+		r = vgd_wait_cq(from->g, from_cq, c, 1, RP_TIMEOUT_MS, &n) ||
+		    vgd_wait_cq(to->g, to_cq, c + 1, 1, RP_TIMEOUT_MS, &m) ? EIO : 0;
 	if (!r)
-		r = vgd_wait_cq(p->g, cq, c, 2, RP_TIMEOUT_MS, &n);
-	if (!r)
-		r = vgd_buf_read(p->g, &p->buf, 4096, got, sizeof(got));
+		r = vgd_buf_read(to->g, &to->buf, 4096, got, sizeof(got));
 	if (r || c[0].status || c[1].status || memcmp(got, msg, sizeof(msg)))
-		die("a SEND across a moved pair", r ? r : EIO);
+		die("a SEND across a moved connection", r ? r : EIO);
+}
+
+/* n connections, each from a QP of guest a (on CQ acq) to a QP of guest b
+ * (on bcq), which may be a itself; the first in first[]. */
+static void make_links(struct rp_guest *a, struct vgd_cq *acq, struct rp_guest *b,
+		       struct vgd_cq *bcq, unsigned int n, struct vgd_qp first[2])
+{
+	const struct vgd_qp_caps caps = { .sq_log2 = PAIR_LOG2, .rq_log2 = PAIR_LOG2,
+					  .max_send_sge = 1, .max_recv_sge = 1 };
+	int r = vgd_create_cq(a->g, 12, acq);
+
+	if (!r && bcq != acq)
+		r = vgd_create_cq(b->g, 12, bcq);
+	for (unsigned int i = 0; !r && i < n; i++) {
+		struct vgd_qp q[2];
+
+		r = vgd_create_qp(a->g, a->pd, acq, acq, &caps, &q[0]);
+		if (!r)
+			r = vgd_create_qp(b->g, b->pd, bcq, bcq, &caps, &q[1]);
+		if (!r)
+			r = vgd_connect_qp(a->g, &q[0], q[1].qpn, b->gid, a->gid_index, 7);
+		if (!r)
+			r = vgd_connect_qp(b->g, &q[1], q[0].qpn, a->gid, b->gid_index, 7);
+		if (!r && i == 0)
+			memcpy(first, q, sizeof(q));
+	}
+	if (r)
+		die("connected QPs", r);
 }
 
 /* One move of a guest of this shape; the span in ms, and the state's size. */
@@ -132,9 +165,9 @@ static double one_move(const struct config *cfg, enum shape s, size_t *ret_state
 {
 	struct vgd_opts o = { .ram_bytes = cfg->mr_bytes + (128ull << 20), .log_all = true };
 	struct vrdma_device_attr attr;
-	struct rp_guest p;
-	struct vgd_cq cq;
-	struct vgd_qp pair[2];
+	struct rp_guest p, peer;
+	struct vgd_cq cq, link_cq[2];
+	struct vgd_qp pair[2], link[2];
 	struct vgd_buf big;
 	struct vgd_mr mr;
 	uint64_t t0, t1;
@@ -150,7 +183,12 @@ static double one_move(const struct config *cfg, enum shape s, size_t *ret_state
 		vgd_destroy(p.g, VRDMA_CMD_DESTROY_PD, p.pd);
 	}
 	if (s == QPS_ONLY || s == BOTH)
-		make_pairs(&p, cfg->qps, &cq, pair);
+		make_links(&p, &cq, &p, &cq, cfg->qps / 2, pair);
+	if (s == PEERS) {
+		if ((r = rp_guest_open(cfg->sock_b, &peer)))
+			die("the peer guest", r);
+		make_links(&p, &link_cq[0], &peer, &link_cq[1], cfg->qps, link);
+	}
 	if (s == MR_ONLY || s == BOTH) {
 		r = vgd_buf_alloc(p.g, cfg->mr_bytes, false, &big);
 		if (!r)
@@ -166,7 +204,12 @@ static double one_move(const struct config *cfg, enum shape s, size_t *ret_state
 	if (r)
 		die("the move", r);
 	if (s == QPS_ONLY || s == BOTH)
-		check_pair(&p, &cq, pair);
+		check_link(&p, &cq, &pair[0], &p, &cq, &pair[1]);
+	if (s == PEERS) {
+		check_link(&p, &link_cq[0], &link[0], &peer, &link_cq[1], &link[1]);
+		check_link(&peer, &link_cq[1], &link[1], &p, &link_cq[0], &link[0]);
+		rp_guest_close(&peer);
+	}
 	rp_guest_close(&p);
 	return (double)(t1 - t0) / 1e6;
 }
@@ -183,7 +226,8 @@ int main(int argc, char **argv)
 	double ms[NSHAPES][MAX_RUNS], med[NSHAPES];
 	size_t state[NSHAPES] = { 0 };
 	char sock_a[512], sock_b[512];
-	struct config cfg = { sock_a, sock_b, 0, 0 };
+	char psk[512];
+	struct config cfg = { sock_a, sock_b, psk, 0, 0 };
 	int runs;
 
 	if (argc != 8) {
@@ -201,15 +245,18 @@ int main(int argc, char **argv)
 	setrlimit(RLIMIT_MEMLOCK, &(struct rlimit){ RLIM_INFINITY, RLIM_INFINITY });
 	snprintf(sock_a, sizeof(sock_a), "%s/move-a.sock", argv[4]);
 	snprintf(sock_b, sizeof(sock_b), "%s/move-b.sock", argv[4]);
-	daemons[0] = spawn_daemon(argv[1], argv[2], sock_a);
-	daemons[1] = spawn_daemon(argv[1], argv[3], sock_b);
+	snprintf(psk, sizeof(psk), "%s/peer.psk", argv[4]);
+	write_psk(psk);
+	daemons[0] = spawn_daemon(argv[1], argv[2], sock_a, psk);
+	daemons[1] = spawn_daemon(argv[1], argv[3], sock_b, psk);
 	atexit(stop_daemons);
 	printf("move of a harness guest %s -> %s: stop (log on), state out, state in and "
 	       "checked, queues started, first command answered\n", argv[2], argv[3]);
 	printf("back ends: %s --device rdma --ibdev DEV --max-pinned-mib 8192 --max-qps 8192 "
-	       "--max-cqs 64\n", argv[1]);
-	printf("%u QPs in %u connected pairs, one MR of %s MiB; median of %d, order rotating\n",
-	       cfg.qps, cfg.qps / 2, argv[6], runs);
+	       "--max-cqs 64 --rdma-peer-port %s --rdma-peer-psk FILE\n", argv[1], PEER_PORT);
+	printf("%u QPs in %u connected pairs, one MR of %s MiB, %u QPs to another guest on "
+	       "%s's back end; median of %d, order rotating\n",
+	       cfg.qps, cfg.qps / 2, argv[6], cfg.qps, argv[3], runs);
 	for (int i = 0; i < runs; i++)
 		for (int k = 0; k < NSHAPES; k++) {
 			enum shape s = (enum shape)((k + i) % NSHAPES);
@@ -224,8 +271,10 @@ int main(int argc, char **argv)
 		printf("| %s | %.1f | %zu | %.2fx |\n", shape_name[s], med[s], state[s],
 		       med[s] / med[ANCHOR]);
 	}
-	printf("added per 100 QPs: %.1f ms; per GiB of MR: %.1f ms\n",
+	printf("added per 100 QPs: %.1f ms; per GiB of MR: %.1f ms; per 100 QPs to another "
+	       "guest: %.1f ms\n",
 	       (med[QPS_ONLY] - med[ANCHOR]) * 100.0 / cfg.qps,
-	       (med[MR_ONLY] - med[ANCHOR]) * (double)(1ull << 30) / (double)cfg.mr_bytes);
+	       (med[MR_ONLY] - med[ANCHOR]) * (double)(1ull << 30) / (double)cfg.mr_bytes,
+	       (med[PEERS] - med[ANCHOR]) * 100.0 / cfg.qps);
 	return 0;
 }
