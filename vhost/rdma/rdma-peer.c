@@ -47,6 +47,7 @@
 #define DRAIN_NS 2000000000ull
 /* Requests on one connection: one per QP of the asker's guest at most. */
 #define MAX_REQUESTS_PER_CONN (RDMA_TABLE_MAX + 1u)
+#define REQUESTS_PER_WAKEUP 32u
 
 struct peer_conn {
 	int fd;
@@ -335,11 +336,22 @@ static int conn_read(struct peer_conn *c, uint8_t *buf, short *events)
 	return 0;
 }
 
+/* The next request, within its own deadline. */
+static void expect_request(struct peer_conn *c)
+{
+	g_clear_pointer(&c->rkeys, g_free);
+	c->stage = 1;
+	c->want = RDMA_PEER_REQUEST_SIZE;
+	c->got = 0;
+	c->deadline = monotonic_ns() + (uint64_t)RDMA_PEER_CALL_TIMEOUT_MS * 1000000;
+}
+
 /* One step of a connection; false when it is done with (closed by caller). */
 static bool conn_step(struct rdma_shared *sh, struct peer_conn *c)
 {
 	struct rdma_peer_srv *srv = sh->peer;
 	short events = POLLIN;
+	unsigned int handled = 0;
 	const char *why;
 	int r = 0;
 
@@ -347,11 +359,8 @@ static bool conn_step(struct rdma_shared *sh, struct peer_conn *c)
 		switch (c->stage) {
 		case 0:
 			r = xport_tls_handshake(c->tls, &events, &why);
-			if (!r) {
-				c->stage = 1;
-				c->want = RDMA_PEER_REQUEST_SIZE;
-				c->got = 0;
-			}
+			if (!r)
+				expect_request(c);
 			break;
 		case 1:
 			r = conn_read(c, c->head, &events);
@@ -384,20 +393,20 @@ static bool conn_step(struct rdma_shared *sh, struct peer_conn *c)
 				ssize_t n = xport_tls_send(c->tls, c->reply + c->got,
 							   c->want - c->got, &events);
 
-				r = n < 0 ? (int)n : 0;
+				r = n < 0 ? (int)n : n == 0 ? -EIO : 0;
 				c->got += n > 0 ? (size_t)n : 0;
 			}
-			/* The asker may go on with its next QP on this session. */
-			if (!r && ++c->requests == MAX_REQUESTS_PER_CONN)
+			if (r)
+				break;
+			/* The asker may go on with its next QP on this session; a
+			 * few requests per wake-up, then the loop's other work (the
+			 * socket is writable, so asking for that wakes us again at
+			 * once, whatever TLS holds decrypted already). */
+			if (++c->requests == MAX_REQUESTS_PER_CONN)
 				return false;
-			if (!r) {
-				g_clear_pointer(&c->rkeys, g_free);
-				c->stage = 1;
-				c->want = RDMA_PEER_REQUEST_SIZE;
-				c->got = 0;
-				c->deadline = monotonic_ns() +
-					      (uint64_t)RDMA_PEER_CALL_TIMEOUT_MS * 1000000;
-			}
+			expect_request(c);
+			if (++handled == REQUESTS_PER_WAKEUP)
+				return !conn_watch(srv, c, POLLOUT);
 			break;
 		}
 		if (r == -EAGAIN)
