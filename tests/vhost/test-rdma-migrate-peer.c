@@ -13,7 +13,8 @@
  * after it, and neither guest sees an event.  A peer with no vrdma back
  * end (a native verbs QP) fails cleanly, as documented.  The protocol
  * refuses callers without the key, callers that are not the QP's peer,
- * and tokens that are wrong or already spent.
+ * and tokens that are wrong or already spent; a hold nobody claims fails
+ * the peer QP.
  *
  *   test-rdma-migrate-peer VRDMA-VHOST   (needs the rig's variables, or exits 77)
  */
@@ -370,6 +371,34 @@ static void test_forged_and_replayed_requests(void **state)
 	close_pair(&x);
 }
 
+/*
+ * A PAUSE nobody follows up (the source's back end died after asking): the
+ * peer QP fails after 30 s rather than go on with a source whose memory a
+ * migration may have copied already.
+ */
+static void test_unclaimed_hold_fails_the_qp(void **state)
+{
+	struct rdma_peer_request req = { .op = RDMA_PEER_PAUSE, .token = { 9, 9, 9 } };
+	struct vrdma_event ev;
+	struct pair x;
+	uint64_t t0;
+
+	(void)state;
+	open_pair(&x);
+	req.qpn = x.p.qp.qpn;
+	req.from_qpn = x.m.qp.qpn;
+	gid_of(addr_a, req.from_gid);
+	assert_int_equal(ask(psk_file, addr_a, addr_b, &req), 0);
+	t0 = monotonic_ns();
+	rt_expect_no_event(x.p.g, 1000);
+	assert_int_equal(vgd_wait_event(x.p.g, 40000, &ev), 0);
+	fprintf(stderr, "the held QP failed after %.1f s\n", (double)(monotonic_ns() - t0) / 1e9);
+	assert_int_equal(ev.type, VRDMA_EV_QP_FATAL);
+	assert_int_equal(ev.handle, x.p.qp.handle);
+	assert_int_equal(ev.data, VRDMA_QPF_STOPPED);
+	close_pair(&x);
+}
+
 static int setup(void **state)
 {
 	const char *args_p[] = { "--device", "rdma", "--ibdev", dev_b, "--rdma-gid", addr_b,
@@ -393,6 +422,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_move_with_vrdma_peer),
 		cmocka_unit_test(test_move_with_native_peer),
 		cmocka_unit_test(test_forged_and_replayed_requests),
+		cmocka_unit_test(test_unclaimed_hold_fails_the_qp),
 	};
 	const char *rig[4];
 

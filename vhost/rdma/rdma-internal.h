@@ -496,7 +496,8 @@ void rdma_peer_resume(struct rdma_dev *d);
  * move (qp->moving, from the state) is moved to its QP; a QP whose peer's
  * back end does not answer yes goes to ERR (QP_FATAL, STOPPED). */
 void rdma_peer_retarget_all(struct rdma_dev *d);
-/* Peer side: holds that nobody came back for end. */
+/* Peer side: a QP held longer than any move takes fails (QP_FATAL,
+ * STOPPED). */
 void rdma_peer_check_holds(struct rdma_dev *d);
 /* The host's rkey of an rkey of a moved peer's MR (others as they are). */
 uint32_t rdma_peer_rkey(const struct rdma_qp *qp, uint32_t rkey);

@@ -220,7 +220,7 @@ void rdma_peer_resume(struct rdma_dev *d)
 		req.from_qpn = qp->moving->from_qpn;
 		memcpy(req.from_gid, qp->moving->from_gid, 16);
 		memcpy(req.token, qp->moving->token, sizeof(req.token));
-		/* Not resumed, the peer goes on by itself when its hold ends. */
+		/* Not told, the peer QP fails when its hold ends. */
 		if (d->sh->peer)
 			ask(&ss, req.from_gid, qp->moving->gid, &req, NULL);
 		g_clear_pointer(&qp->moving, g_free);

@@ -41,7 +41,7 @@
 #include "xport-sock.h"
 #include "xport-tls.h"
 
-/* A peer QP held for a move goes on by itself after this long. */
+/* A peer QP held for a move longer than this fails. */
 #define HOLD_NS (30ull * 1000000000ull)
 /* A peer's sends to drain before it answers PAUSE. */
 #define DRAIN_NS 2000000000ull
@@ -270,9 +270,17 @@ void rdma_peer_check_holds(struct rdma_dev *d)
 	for (uint32_t i = 0; i < d->qps.cap; i++) {
 		struct rdma_qp *qp = d->qps.obj[i];
 
-		/* Nobody came back for it: it goes on with whom it had. */
-		if (qp && qp->held && now >= qp->held->deadline)
-			unhold(qp);
+		/*
+		 * Nobody came back for it (the source died, or the move took
+		 * longer than any should).  Going on with the source could land
+		 * writes in memory the migration has copied already, lost
+		 * without a word; the connection fails instead.
+		 */
+		if (qp && qp->held && now >= qp->held->deadline) {
+			g_clear_pointer(&qp->held, g_free);
+			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
+			rdma_flush_events(d);
+		}
 	}
 }
 
