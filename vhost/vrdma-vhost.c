@@ -29,6 +29,7 @@
 #include "sriov.h"
 #include "util.h"
 #include "vu.h"
+#include "xport.h"
 
 enum { EXIT_SETUP = 1, EXIT_USAGE = 2 };
 
@@ -389,6 +390,21 @@ struct options {
 	gboolean version;
 };
 
+/* --rdma-peer-psk: the key file loads as the peer protocol will load it. */
+static int check_psk_file(const char *path)
+{
+	struct xport_auth *auth = NULL;
+	int r = xport_auth_new(&(struct xport_auth_cfg){ .server = true, .psk_file = path },
+			       &auth, NULL);
+
+	xport_auth_free(auth);
+	if (r < 0)
+		fprintf(stderr, "vrdma-vhost: --rdma-peer-psk %s: %s%s\n", path, strerror(-r),
+			r == -EPERM ? " (the key file must be readable by its owner only)" :
+			r == -EBADMSG ? " (want psktool's IDENTITY:HEXKEY lines)" : "");
+	return r;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	GOptionEntry entries[] = {
@@ -522,6 +538,8 @@ static int check_usage(const struct options *o)
 			"and needs --rdma-peer-psk\n");
 		return -EINVAL;
 	}
+	if (o->rdma_peer_psk && check_psk_file(o->rdma_peer_psk) < 0)
+		return -EINVAL;
 	if (o->metrics_interval < 1 || o->metrics_interval > 3600) {
 		fprintf(stderr, "vrdma-vhost: --metrics-interval must be 1..3600\n");
 		return -EINVAL;
@@ -724,6 +742,23 @@ static int parse_gids(char **addrs, uint8_t (*ret)[16], unsigned int *ret_n)
 	return 0;
 }
 
+/* What a failure to open the rdma device says about --rdma-peer-port, if
+ * it is its listener's (the key file was checked before). */
+static const char *peer_setup_error(const struct options *o, int ret)
+{
+	if (!o->rdma_peer_port)
+		return NULL;
+	switch (ret) {
+	case -EADDRINUSE:
+		return " (--rdma-peer-port: the port is taken on a GID address)";
+	case -EADDRNOTAVAIL:
+	case -EAFNOSUPPORT:
+		return " (--rdma-peer-port: listens on the tenant's IPv4 GID addresses only)";
+	default:
+		return NULL;
+	}
+}
+
 static int run(struct daemon *d, const struct options *o)
 {
 	uint8_t gids[16][16];
@@ -771,7 +806,8 @@ static int run(struct daemon *d, const struct options *o)
 	if (ret < 0) {
 		log_error("%s device: %s%s", d->type->name, strerror(-ret),
 			  ret == -EINVAL && !o->blk_file && d->type == &vhost_blk_type ?
-				  " (--blk-file is required)" : "");
+				  " (--blk-file is required)" :
+			  peer_setup_error(o, ret) ? peer_setup_error(o, ret) : "");
 		return EXIT_SETUP;
 	}
 	if (d->type->shared_fd && d->type->shared_fd(d->shared) >= 0)
