@@ -743,11 +743,11 @@ static int parse_gids(char **addrs, uint8_t (*ret)[16], unsigned int *ret_n)
 }
 
 /* What a failure to open the rdma device says about --rdma-peer-port, if
- * it is its listener's (the key file was checked before). */
+ * it is its listener's (the key file was checked before); else "". */
 static const char *peer_setup_error(const struct options *o, int ret)
 {
 	if (!o->rdma_peer_port)
-		return NULL;
+		return "";
 	switch (ret) {
 	case -EADDRINUSE:
 		return " (--rdma-peer-port: the port is taken on a GID address)";
@@ -755,7 +755,7 @@ static const char *peer_setup_error(const struct options *o, int ret)
 	case -EAFNOSUPPORT:
 		return " (--rdma-peer-port: listens on the tenant's IPv4 GID addresses only)";
 	default:
-		return NULL;
+		return "";
 	}
 }
 
@@ -806,8 +806,7 @@ static int run(struct daemon *d, const struct options *o)
 	if (ret < 0) {
 		log_error("%s device: %s%s", d->type->name, strerror(-ret),
 			  ret == -EINVAL && !o->blk_file && d->type == &vhost_blk_type ?
-				  " (--blk-file is required)" :
-			  peer_setup_error(o, ret) ? peer_setup_error(o, ret) : "");
+				  " (--blk-file is required)" : peer_setup_error(o, ret));
 		return EXIT_SETUP;
 	}
 	if (d->type->shared_fd && d->type->shared_fd(d->shared) >= 0)

@@ -499,6 +499,11 @@ void rdma_peer_retarget_all(struct rdma_dev *d);
 /* Peer side: a QP held longer than any move takes fails (QP_FATAL,
  * STOPPED). */
 void rdma_peer_check_holds(struct rdma_dev *d);
+struct rdma_peer_rkey;
+/* A moved peer's rkeys from now on: the ones the guest was given, each to
+ * the one its MR has now (n of them; 0: none). */
+void rdma_peer_set_remote_rkeys(struct rdma_qp *qp, const struct rdma_peer_rkey *rkeys,
+				uint32_t n);
 /* The host's rkey of an rkey of a moved peer's MR (others as they are). */
 uint32_t rdma_peer_rkey(const struct rdma_qp *qp, uint32_t rkey);
 void rdma_peer_qp_free(struct rdma_qp *qp);

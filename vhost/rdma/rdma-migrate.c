@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "rdma-internal.h"
+#include "rdma-peer-wire.h"
 #include "rdma-state.h"
 #include "util.h"
 
@@ -125,22 +126,23 @@ static int save_qp(struct rdma_dev *d, struct rdma_state_writer *w, struct rdma_
 static void save_peer(struct rdma_state_writer *w, const struct rdma_qp *qp)
 {
 	struct rdma_state_peer rec = { .qp = qp->handle, .link = *qp->moving };
-	g_autofree uint8_t *rkeys = NULL;
+	uint32_t n = qp->remote_rkeys ? g_hash_table_size(qp->remote_rkeys) : 0;
+	g_autofree struct rdma_peer_rkey *pairs = g_new(struct rdma_peer_rkey, n + 1);
+	g_autofree uint8_t *bytes = NULL;
 	GHashTableIter it;
 	gpointer guest, host;
-	uint32_t n = 0;
 
+	n = 0;
 	if (qp->remote_rkeys) {
-		rkeys = g_malloc(8ull * g_hash_table_size(qp->remote_rkeys) + 1);
 		g_hash_table_iter_init(&it, qp->remote_rkeys);
-		while (g_hash_table_iter_next(&it, &guest, &host) && n < RDMA_STATE_MAX_PEER_RKEYS) {
-			put_le32(rkeys + 8ull * n, GPOINTER_TO_UINT(guest));
-			put_le32(rkeys + 8ull * n + 4, GPOINTER_TO_UINT(host));
-			n++;
-		}
+		while (g_hash_table_iter_next(&it, &guest, &host) && n < RDMA_STATE_MAX_PEER_RKEYS)
+			pairs[n++] = (struct rdma_peer_rkey){ GPOINTER_TO_UINT(guest),
+							      GPOINTER_TO_UINT(host) };
 	}
+	bytes = g_malloc(8ull * n + 1);
+	rdma_peer_rkeys_encode(pairs, n, bytes);
 	rec.n_rkeys = n;
-	rec.rkeys = rkeys;
+	rec.rkeys = bytes;
 	rdma_state_put_peer(w, &rec);
 }
 
@@ -277,15 +279,14 @@ static int load_peer(void *opaque, const struct rdma_state_peer *rec)
 {
 	struct loading *l = opaque;
 	struct rdma_qp *qp = rdma_table_get(&l->d->qps, rec->qp);
+	g_autofree struct rdma_peer_rkey *pairs = NULL;
 
 	if (!qp)
 		return VRDMA_ENOENT;
 	qp->moving = g_memdup2(&rec->link, sizeof(rec->link));
-	if (rec->n_rkeys)
-		qp->remote_rkeys = g_hash_table_new(NULL, NULL);
-	for (uint32_t i = 0; i < rec->n_rkeys; i++)
-		g_hash_table_insert(qp->remote_rkeys, GUINT_TO_POINTER(get_le32(rec->rkeys + 8ull * i)),
-				    GUINT_TO_POINTER(get_le32(rec->rkeys + 8ull * i + 4)));
+	pairs = g_new(struct rdma_peer_rkey, rec->n_rkeys + 1);
+	rdma_peer_rkeys_decode(rec->rkeys, rec->n_rkeys, pairs);
+	rdma_peer_set_remote_rkeys(qp, pairs, rec->n_rkeys);
 	return VRDMA_OK;
 }
 
@@ -378,9 +379,9 @@ int rdma_state_apply(struct rdma_dev *d)
 	size_t len;
 	const uint8_t *data = g_bytes_get_data(state, &len);
 	int r = rdma_state_decode(data, len, &d->sh->lim, &ops, &l);
-	for (guint i = 0; !r && i < l.qps->len; i++) {
+
+	for (guint i = 0; !r && i < l.qps->len; i++)
 		r = restore_qp_state(d, &g_array_index(l.qps, struct rdma_state_qp, i));
-	}
 	g_array_free(l.qps, TRUE);
 	if (r) {
 		/* Nothing half-made stays, and the driver's session ends here

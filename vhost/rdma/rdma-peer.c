@@ -63,7 +63,6 @@ struct peer_conn {
 	uint32_t requests;
 };
 
-
 /* ---- addresses ---- */
 
 static void gid_of_ipv4(const struct sockaddr_in *a, uint8_t ret[16])
@@ -120,8 +119,9 @@ static bool connected_to(struct rdma_qp *qp, const uint8_t gid[16], uint32_t qpn
 {
 	struct ibv_qp_attr a;
 
-	return (qp->state == VRDMA_QPS_RTR || qp->state == VRDMA_QPS_RTS) && !rdma_peer_host_attr(qp, &a) &&
-	       a.dest_qp_num == qpn && !memcmp(a.ah_attr.grh.dgid.raw, gid, 16);
+	return (qp->state == VRDMA_QPS_RTR || qp->state == VRDMA_QPS_RTS) &&
+	       !rdma_peer_host_attr(qp, &a) && a.dest_qp_num == qpn &&
+	       !memcmp(a.ah_attr.grh.dgid.raw, gid, 16);
 }
 
 static void unhold(struct rdma_qp *qp)
@@ -171,8 +171,8 @@ static bool holds(const struct rdma_qp *qp, const struct rdma_peer_request *req)
 	       qp->held->from_qpn == req->from_qpn;
 }
 
-/* The moved guest's new rkeys, by the rkeys the peer's guest knows. */
-static void set_remote_rkeys(struct rdma_qp *qp, const struct rdma_peer_rkey *rkeys, uint32_t n)
+void rdma_peer_set_remote_rkeys(struct rdma_qp *qp, const struct rdma_peer_rkey *rkeys,
+				uint32_t n)
 {
 	g_clear_pointer(&qp->remote_rkeys, g_hash_table_destroy);
 	if (!n)
@@ -237,7 +237,7 @@ static uint32_t do_retarget(struct rdma_qp *qp, const struct rdma_peer_request *
 		rdma_flush_events(qp->dev);
 		return EIO;
 	}
-	set_remote_rkeys(qp, rkeys, req->n_rkeys);
+	rdma_peer_set_remote_rkeys(qp, rkeys, req->n_rkeys);
 	unhold(qp);
 	return 0;
 }
@@ -282,11 +282,6 @@ void rdma_peer_check_holds(struct rdma_dev *d)
 			rdma_flush_events(d);
 		}
 	}
-}
-
-bool rdma_peer_held(const struct rdma_qp *qp)
-{
-	return qp->held;
 }
 
 uint32_t rdma_peer_rkey(const struct rdma_qp *qp, uint32_t rkey)
@@ -344,6 +339,11 @@ static int conn_read(struct peer_conn *c, uint8_t *buf, short *events)
 	return 0;
 }
 
+static uint64_t step_deadline_ns(void)
+{
+	return monotonic_ns() + (uint64_t)RDMA_PEER_CALL_TIMEOUT_MS * 1000000;
+}
+
 /* The next request, within its own deadline. */
 static void expect_request(struct peer_conn *c)
 {
@@ -351,7 +351,7 @@ static void expect_request(struct peer_conn *c)
 	c->stage = 1;
 	c->want = RDMA_PEER_REQUEST_SIZE;
 	c->got = 0;
-	c->deadline = monotonic_ns() + (uint64_t)RDMA_PEER_CALL_TIMEOUT_MS * 1000000;
+	c->deadline = step_deadline_ns();
 }
 
 /* One step of a connection; false when it is done with (closed by caller). */
@@ -444,7 +444,7 @@ static void accept_one(struct rdma_shared *sh, int lfd)
 	}
 	c = g_new0(struct peer_conn, 1);
 	c->fd = fd;
-	c->deadline = monotonic_ns() + (uint64_t)RDMA_PEER_CALL_TIMEOUT_MS * 1000000;
+	c->deadline = step_deadline_ns();
 	gid_of_ipv4(&from, c->from_gid);
 	if (xport_tls_new(srv->server, fd, NULL, &c->tls) ||
 	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd,

@@ -18,12 +18,11 @@ struct rdma_mr *rdma_mr_by_lkey(const struct rdma_dev *d, uint32_t lkey)
 
 uint32_t rdma_wire_rkey(const struct rdma_dev *d, const struct rdma_qp *qp, uint32_t rkey)
 {
-	const struct rdma_mr *mr = qp->peer_local ? g_hash_table_lookup(d->mr_by_rkey,
-									GUINT_TO_POINTER(rkey))
-						  : NULL;
+	const struct rdma_mr *mr;
 
 	if (!qp->peer_local)
 		return rdma_peer_rkey(qp, rkey);
+	mr = g_hash_table_lookup(d->mr_by_rkey, GUINT_TO_POINTER(rkey));
 	return mr && mr->mr ? mr->mr->rkey : rkey;
 }
 

@@ -142,6 +142,8 @@ static void limits_from_host(struct rdma_shared *sh)
  */
 static int watch_init(struct rdma_shared *sh, const struct vhost_device_args *args)
 {
+	const uint8_t(*gids)[16] = (const uint8_t(*)[16])sh->allowed_gid;
+	unsigned int n_gids = sh->n_allowed_gids;
 	struct ibv_gid_entry first;
 	int r;
 
@@ -154,18 +156,31 @@ static int watch_init(struct rdma_shared *sh, const struct vhost_device_args *ar
 		return 0;
 	if (!args->rdma_peer_psk)
 		return -EINVAL;
-	if (sh->n_allowed_gids)
-		r = rdma_peer_open(sh, args->rdma_peer_port, args->rdma_peer_psk,
-				   (const uint8_t(*)[16])sh->allowed_gid, sh->n_allowed_gids);
-	else if (rdma_gid_to_host(sh, 0, &first) >= 0)
-		r = rdma_peer_open(sh, args->rdma_peer_port, args->rdma_peer_psk,
-				   (const uint8_t(*)[16])first.gid.raw, 1);
-	else
-		r = -ENETUNREACH;
+	/* No GIDs given: the guest's one is the function's first IPv4 GID. */
+	if (!n_gids) {
+		if (rdma_gid_to_host(sh, 0, &first) < 0)
+			return -ENETUNREACH;
+		gids = (const uint8_t(*)[16])first.gid.raw;
+		n_gids = 1;
+	}
+	r = rdma_peer_open(sh, args->rdma_peer_port, args->rdma_peer_psk, gids, n_gids);
 	if (!r && epoll_ctl(sh->watch_fd, EPOLL_CTL_ADD, rdma_peer_fd(sh),
 			    &(struct epoll_event){ .events = EPOLLIN }))
 		r = -errno;
 	return r;
+}
+
+static void rdma_close(void *shared)
+{
+	struct rdma_shared *sh = shared;
+
+	if (!sh)
+		return;
+	rdma_peer_close(sh);
+	if (sh->watch_fd >= 0)
+		close(sh->watch_fd);
+	ibv_close_device(sh->ctx);
+	g_free(sh);
 }
 
 static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
@@ -212,10 +227,7 @@ static int rdma_open(const struct vhost_device_args *args, void **ret_shared)
 	sh->prefault = args->rdma_prefault;
 	r = watch_init(sh, args);
 	if (r) {
-		rdma_peer_close(sh);
-		if (sh->watch_fd >= 0)
-			close(sh->watch_fd);
-		ibv_close_device(sh->ctx);
+		rdma_close(g_steal_pointer(&sh));
 		return r;
 	}
 	*ret_shared = g_steal_pointer(&sh);
@@ -278,19 +290,6 @@ static void rdma_shared_ready(void *shared)
 		ibv_ack_async_event(&ev);
 	}
 	rdma_peer_ready(sh);
-}
-
-static void rdma_close(void *shared)
-{
-	struct rdma_shared *sh = shared;
-
-	if (!sh)
-		return;
-	rdma_peer_close(sh);
-	if (sh->watch_fd >= 0)
-		close(sh->watch_fd);
-	ibv_close_device(sh->ctx);
-	g_free(sh);
 }
 
 static int rdma_get_config(void *opaque, uint32_t offset, uint8_t *buf, uint32_t len)
