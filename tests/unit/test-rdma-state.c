@@ -109,6 +109,8 @@ static int decode(const uint8_t *data, size_t len, struct seen *s)
 struct shape {
 	bool second_pd_same_handle;
 	bool second_mr_same_lkey;
+	bool second_mr_same_rkey;
+	bool two_local_mrs; /* two MRs without remote access: both rkey 0 */
 	bool second_qp_same_qpn;
 	uint32_t mr_pd, qp_recv_cq; /* 0: the ones the state has */
 	unsigned int peers;         /* PEER records, all for the QP... */
@@ -167,10 +169,17 @@ static uint8_t *make_shaped(const struct shape *x, size_t *ret_len)
 		rdma_state_put_pd(&w, H(0, 1));
 	if (x->mr_pd)
 		mr.req.pd = x->mr_pd;
+	if (x->two_local_mrs) {
+		mr.req.access = VRDMA_ACCESS_LOCAL_WRITE;
+		mr.rkey = 0;
+	}
 	rdma_state_put_mr(&w, &mr, mr_pages);
-	if (x->second_mr_same_lkey) {
+	if (x->second_mr_same_lkey || x->second_mr_same_rkey || x->two_local_mrs) {
 		mr.handle = H(3, 1);
-		mr.rkey++;
+		if (x->second_mr_same_lkey)
+			mr.rkey++;
+		else
+			mr.lkey++;
 		rdma_state_put_mr(&w, &mr, mr_pages);
 	}
 	rdma_state_put_cq(&w, &cq, cq_pages);
@@ -404,6 +413,14 @@ static void test_whole_state(void **state)
 	assert_int_equal(check_shaped(&(struct shape){ .second_mr_same_lkey = true },
 				      &(struct rdma_quota){ 1, 2, 1, 1, 16384, 6, 0 }, &none),
 			 VRDMA_EINVAL);
+	assert_int_equal(check_shaped(&(struct shape){ .second_mr_same_rkey = true },
+				      &(struct rdma_quota){ 1, 2, 1, 1, 16384, 6, 0 }, &none),
+			 VRDMA_EINVAL);
+	/* rkey 0 is "no remote access", not a name: a guest has many such MRs
+	 * (perftest's and rc-check's local buffers, in the nested tier). */
+	assert_int_equal(check_shaped(&(struct shape){ .two_local_mrs = true },
+				      &(struct rdma_quota){ 1, 2, 1, 1, 16384, 6, 0 }, &none),
+			 VRDMA_OK);
 	assert_int_equal(check_shaped(&(struct shape){ .second_qp_same_qpn = true },
 				      &(struct rdma_quota){ 1, 1, 1, 2, 8192, 12, 0 }, &none),
 			 VRDMA_EINVAL);

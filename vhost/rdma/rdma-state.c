@@ -385,8 +385,10 @@ static int whole_mr(void *opaque, struct rdma_state_mr *mr)
 	w->need.pinned_bytes += mr->req.length;
 	if (!has(w->pds, mr->req.pd))
 		return VRDMA_ENOENT;
+	/* rkey 0 names nothing: it is every local-only MR's (rdma-ctrl.c). */
 	return add_unique(w->mrs, mr->handle) && add_unique(w->lkeys, mr->lkey) &&
-			       add_unique(w->rkeys, mr->rkey) ? VRDMA_OK : VRDMA_EINVAL;
+			       (!mr->rkey || add_unique(w->rkeys, mr->rkey)) ? VRDMA_OK
+									   : VRDMA_EINVAL;
 }
 
 static int whole_cq(void *opaque, struct rdma_state_cq *cq)
