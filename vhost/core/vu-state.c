@@ -146,5 +146,8 @@ int vu_state_check(struct vu_dev *dev, struct vu_msg *msg)
 	if (dev->state_result == -EINPROGRESS)
 		dev->state_result = load_state(dev);
 	closep(&dev->state_fd);
-	return vu_msg_send_reply_u64(dev->sock, msg, dev->state_result < 0 ? 1 : 0);
+	/* Non-zero is a failure (all the spec says): the errno itself, so
+	 * that the front end's message names the cause (QEMU prints it). */
+	return vu_msg_send_reply_u64(dev->sock, msg, dev->state_result < 0 ?
+				     (uint64_t)MIN(-dev->state_result, 255) : 0);
 }

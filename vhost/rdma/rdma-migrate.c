@@ -359,9 +359,10 @@ int rdma_load_state(void *opaque, const uint8_t *data, size_t len)
 	/* Only into a device that has nothing yet. */
 	if (d->incoming || d->pds.count || d->mrs.count || d->cqs.count || d->qps.count)
 		return -EBUSY;
+	/* The device's statuses are errno values: the front end hears which. */
 	r = rdma_state_check(data, len, &d->sh->lim, &d->sh->limit, &d->sh->used, &generation);
 	if (r)
-		return r < 0 ? r : -EINVAL;
+		return r < 0 ? r : -r;
 	/* Made when the queues start: only then is guest memory known. */
 	d->incoming = g_bytes_new(data, len);
 	d->generation = generation;
