@@ -409,7 +409,8 @@ static int check_state(struct vuf_conn *c)
 
 	if (!ret)
 		ret = vuf_recv_u64_reply(c, VUF_CHECK_DEVICE_STATE, &v);
-	return ret ? ret : v ? -EREMOTEIO : 0;
+	/* vrdma-vhost answers a failure with its errno (vu-state.c). */
+	return ret ? ret : v ? -(int)MIN(v, 255u) : 0;
 }
 
 int vuf_save_device_state(struct vuf_conn *c, uint8_t **ret_data, size_t *ret_len)
