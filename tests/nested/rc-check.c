@@ -61,6 +61,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "nested-tcp.h"
 #include "verbs-open.h"
 
 #define SLOT_SIZE 4096
@@ -691,24 +692,6 @@ struct client {
 	uint64_t last_cqe_ms, longest_gap_ms;
 };
 
-static int connect_to(const char *host, int port)
-{
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai;
-	char service[16];
-	int fd;
-
-	snprintf(service, sizeof(service), "%d", port);
-	if (getaddrinfo(host, service, &hints, &ai))
-		return -1;
-	fd = socket(ai->ai_family, ai->ai_socktype, 0);
-	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen)) {
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
 /* The next completion, within the wait; it must be exactly the WR posted
  * next (one RC send queue completes in order) and a success. */
 static void client_complete(struct client *c, uint64_t wr_id, enum ibv_wc_opcode opcode,
@@ -845,7 +828,7 @@ static int client(const char *dev, const char *host, int port, int gid_index, in
 	while (fd < 0) {
 		if (now_ms() > connect_end)
 			fail("no rc-check server at %s:%d within %d s", host, port, CONNECT_WAITS * wait_s());
-		fd = connect_to(host, port);
+		fd = nested_tcp_connect(host, port);
 		if (fd >= 0 && frame_read(fd, f, FRAME_HELLO_SERVER, wait_s()) == 0)
 			break;
 		if (fd >= 0)

@@ -49,6 +49,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "nested-tcp.h"
 #include "verbs-open.h"
 
 #define BUF_SIZE 4096
@@ -281,24 +282,6 @@ static int victim(int port, struct verbs *v)
 	return bad;
 }
 
-static int connect_to(const char *host, int port)
-{
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai;
-	char service[16];
-	int fd;
-
-	snprintf(service, sizeof(service), "%d", port);
-	if (getaddrinfo(host, service, &hints, &ai))
-		return -1;
-	fd = socket(ai->ai_family, ai->ai_socktype, 0);
-	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen)) {
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
 /* The probe's completion status (its byte_len in *len), or -errno if the
  * post itself failed. */
 static int run_probe(struct verbs *v, int i, const struct side_info *peer, uint32_t *ret_len)
@@ -374,7 +357,7 @@ static int attack(const char *host, int port, struct verbs *v)
 	describe(v, &me, 0x2222);
 	/* The victim may not be listening yet: try for the whole wait. */
 	for (int tries = 0; tries < wait_s(); tries++) {
-		fd = connect_to(host, port);
+		fd = nested_tcp_connect(host, port);
 		if (fd >= 0 && read_full(fd, &peer, sizeof(peer)) == 0 &&
 		    write_full(fd, &me, sizeof(me)) == 0)
 			break;
