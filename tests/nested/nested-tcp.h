@@ -5,6 +5,7 @@
 #define NESTED_TCP_H
 
 #include <netdb.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,6 +27,19 @@ static inline int nested_tcp_connect(const char *host, int port)
 	}
 	freeaddrinfo(ai);
 	return fd;
+}
+
+/* All N bytes of P to FD: 0, or -1 (a peer gone is no SIGPIPE). */
+static inline int nested_tcp_write_all(int fd, const void *p, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t r = send(fd, (const uint8_t *)p + done, n - done, MSG_NOSIGNAL);
+
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
 }
 
 #endif

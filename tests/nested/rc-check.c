@@ -260,18 +260,6 @@ static int read_full(int fd, void *p, size_t n, int timeout_s)
 	return 0;
 }
 
-static int write_full(int fd, const void *p, size_t n)
-{
-	for (size_t done = 0; done < n;) {
-		ssize_t r = send(fd, (const uint8_t *)p + done, n - done, MSG_NOSIGNAL);
-
-		if (r <= 0)
-			return -1;
-		done += (size_t)r;
-	}
-	return 0;
-}
-
 static void frame_init(uint8_t *f, enum frame_type type)
 {
 	memset(f, 0, FRAME_SIZE);
@@ -598,7 +586,7 @@ static int server(const char *dev, int port, int gid_index, int seconds)
 		if (fd < 0)
 			fail("accept: %s", strerror(errno));
 		hello_encode(f, FRAME_HELLO_SERVER, &s.rc, &me);
-		if (write_full(fd, f, FRAME_SIZE) == 0 &&
+		if (nested_tcp_write_all(fd, f, FRAME_SIZE) == 0 &&
 		    frame_read(fd, f, FRAME_HELLO_CLIENT, wait_s()) == 0)
 			break;
 		close(fd);
@@ -606,7 +594,7 @@ static int server(const char *dev, int port, int gid_index, int seconds)
 	hello_decode(f, &client, false);
 	rc_connect(&s.rc, &client);
 	frame_init(f, FRAME_READY);
-	if (write_full(fd, f, FRAME_SIZE))
+	if (nested_tcp_write_all(fd, f, FRAME_SIZE))
 		fail("client gone before READY");
 	printf("RC-CHECK server connected\n");
 
@@ -660,7 +648,7 @@ static int server(const char *dev, int port, int gid_index, int seconds)
 	put_u64(f + AT_ROUNDS, s.next_round);
 	put_u64(f + AT_ATOMICS, counter);
 	put_u32(f + AT_OK, counter == atomics);
-	if (write_full(fd, f, FRAME_SIZE))
+	if (nested_tcp_write_all(fd, f, FRAME_SIZE))
 		fail("client gone before the verdict");
 	if (counter != atomics)
 		fail("counter is %" PRIu64 " after %" PRIu64 " fetch-adds completed", counter,
@@ -838,7 +826,7 @@ static int client(const char *dev, const char *host, int port, int gid_index, in
 	}
 	hello_decode(f, &c.srv, true);
 	hello_encode(f, FRAME_HELLO_CLIENT, &c.rc, NULL);
-	if (write_full(fd, f, FRAME_SIZE))
+	if (nested_tcp_write_all(fd, f, FRAME_SIZE))
 		fail("server gone before our hello");
 	rc_connect(&c.rc, &c.srv);
 	if (frame_read(fd, f, FRAME_READY, wait_s()))
@@ -857,7 +845,7 @@ static int client(const char *dev, const char *host, int port, int gid_index, in
 	frame_init(f, FRAME_DONE);
 	put_u64(f + AT_ROUNDS, c.rounds);
 	put_u64(f + AT_ATOMICS, c.atomics);
-	if (write_full(fd, f, FRAME_SIZE))
+	if (nested_tcp_write_all(fd, f, FRAME_SIZE))
 		fail("server gone before DONE");
 	/* The server may wait out a stuck SEND (2 waits) before answering. */
 	if (frame_read(fd, f, FRAME_VERDICT, 3 * wait_s()))

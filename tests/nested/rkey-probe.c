@@ -210,18 +210,6 @@ static int read_full(int fd, void *p, size_t n)
 	return 0;
 }
 
-static int write_full(int fd, const void *p, size_t n)
-{
-	for (size_t done = 0; done < n;) {
-		ssize_t r = write(fd, (const uint8_t *)p + done, n - done);
-
-		if (r <= 0)
-			return -1;
-		done += (size_t)r;
-	}
-	return 0;
-}
-
 static int victim(int port, struct verbs *v)
 {
 	struct side_info me, peer;
@@ -247,12 +235,12 @@ static int victim(int port, struct verbs *v)
 		fd = accept(ls, NULL, NULL);
 		if (fd < 0)
 			die("accept");
-		if (write_full(fd, &me, sizeof(me)) == 0 && read_full(fd, &peer, sizeof(peer)) == 0)
+		if (nested_tcp_write_all(fd, &me, sizeof(me)) == 0 && read_full(fd, &peer, sizeof(peer)) == 0)
 			break;
 		close(fd);
 	}
 	connect_qps(v, &me, &peer);
-	if (write_full(fd, &me, 1) || read_full(fd, &done, 1))
+	if (nested_tcp_write_all(fd, &me, 1) || read_full(fd, &done, 1))
 		die("waiting for the attacker");
 	for (int i = 0; i < BUF_SIZE; i++) {
 		uint8_t want = VICTIM_FILL;
@@ -276,7 +264,7 @@ static int victim(int port, struct verbs *v)
 			}
 	printf("RKEY-PROBE victim memory %s\n", bad ? "CHANGED" : "intact (only the granted 64 bytes written)");
 	verdict = (uint8_t)bad;
-	write_full(fd, &verdict, 1);
+	nested_tcp_write_all(fd, &verdict, 1);
 	close(fd);
 	close(ls);
 	return bad;
@@ -359,7 +347,7 @@ static int attack(const char *host, int port, struct verbs *v)
 	for (int tries = 0; tries < wait_s(); tries++) {
 		fd = nested_tcp_connect(host, port);
 		if (fd >= 0 && read_full(fd, &peer, sizeof(peer)) == 0 &&
-		    write_full(fd, &me, sizeof(me)) == 0)
+		    nested_tcp_write_all(fd, &me, sizeof(me)) == 0)
 			break;
 		if (fd >= 0)
 			close(fd);
@@ -411,7 +399,7 @@ static int attack(const char *host, int port, struct verbs *v)
 			break;
 		}
 	ack = 1;
-	if (write_full(fd, &ack, 1) || read_full(fd, &verdict, 1))
+	if (nested_tcp_write_all(fd, &ack, 1) || read_full(fd, &verdict, 1))
 		die("victim gone before its verdict");
 	printf("RKEY-PROBE victim says its memory is %s\n", verdict ? "CHANGED" : "intact");
 	close(fd);
