@@ -362,6 +362,53 @@ static void test_dirty_log_and_stop(void **state)
 	rp_guest_close(&g);
 }
 
+static uint64_t atomic_peer_value(const struct rp_native *n)
+{
+	return __atomic_load_n((const uint64_t *)(n->buf + 8192), __ATOMIC_ACQUIRE);
+}
+
+/* A READ and a fetch-add posted unsignaled before logging began are
+ * retired by a signaled WQE once it runs: the pages the device wrote for
+ * them are marked too (nothing else reports them). */
+static void test_dirty_log_unsignaled_results(void **state)
+{
+	struct rp_guest g;
+	struct rp_native n;
+	uint64_t old = 0;
+
+	(void)state;
+	open_pair(&g, &n, 7);
+	rt_fill(n.buf, 4096, 31);
+	memcpy(n.buf + 8192, &(uint64_t){ 41 }, 8);
+	rt_guest_post(&g, &(struct vgd_send){
+		.wr_id = 1, .opcode = VRDMA_WR_RDMA_READ,
+		.remote_addr = (uintptr_t)n.buf, .rkey = n.mr->rkey, .num_sge = 1,
+		.sge = { rp_guest_sge(&g, 12 * 4096, 4096) } });
+	rt_guest_post(&g, &(struct vgd_send){
+		.wr_id = 2, .opcode = VRDMA_WR_ATOMIC_FETCH_AND_ADD,
+		.remote_addr = (uintptr_t)n.buf + 8192, .rkey = n.mr->rkey, .compare_add = 1,
+		.num_sge = 1, .sge = { rp_guest_sge(&g, 14 * 4096, 8) } });
+	/* The fetch-add ran at the peer, so both went to the host before
+	 * logging began (unsignaled there: nothing will report them). */
+	for (int ms = 0; ms < RP_TIMEOUT_MS && atomic_peer_value(&n) != 42; ms += 10)
+		usleep(10000);
+	assert_int_equal(atomic_peer_value(&n), 42);
+	assert_int_equal(vgd_log_start(g.g), 0);
+	vuf_log_clear(g.g->log);
+	rt_guest_post(&g, &(struct vgd_send){
+		.wr_id = 3, .opcode = VRDMA_WR_RDMA_WRITE, .flags = VRDMA_SEND_SIGNALED,
+		.remote_addr = (uintptr_t)n.buf + 16384, .rkey = n.mr->rkey, .num_sge = 1,
+		.sge = { rp_guest_sge(&g, 0, 64) } });
+	rt_guest_expect_cqe(&g, 3, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	rt_guest_expect_pattern(&g, 12 * 4096, 4096, 31);
+	assert_int_equal(vgd_buf_read(g.g, &g.buf, 14 * 4096, &old, 8), 0);
+	assert_int_equal(old, 41);
+	assert_true(guest_page_dirty(&g, 12 * 4096));
+	assert_true(guest_page_dirty(&g, 14 * 4096));
+	rp_native_close(&n);
+	rp_guest_close(&g);
+}
+
 /* Memory the front end removes under a live MR: the QPs of its PD go to
  * error, the MR is deregistered, and its lkey no longer passes. */
 static void test_memory_removed(void **state)
@@ -986,6 +1033,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_remote_access_error),
 		cmocka_unit_test(test_rnr),
 		cmocka_unit_test(test_dirty_log_and_stop),
+		cmocka_unit_test(test_dirty_log_unsignaled_results),
 		cmocka_unit_test(test_memory_removed),
 		cmocka_unit_test(test_hostile_wqes),
 		cmocka_unit_test(test_guest_to_guest),

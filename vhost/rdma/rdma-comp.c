@@ -97,11 +97,32 @@ void rdma_finish_bad(struct rdma_dev *d, struct rdma_qp *qp)
 		rdma_qp_fatal(d, qp, VRDMA_QPF_BAD_WQE);
 }
 
+/*
+ * The local buffers that READs and atomics wrote, for each of the count WQEs
+ * from first that a successful completion retires.  The unsignaled ones
+ * before it count too: posted unsignaled before logging began (only then is
+ * a WQE unsignaled on the host), they may land after, and nothing else
+ * reports them.
+ */
+static void log_retired_results(struct rdma_dev *d, const struct rdma_wq *sq, uint32_t first,
+				uint32_t count)
+{
+	if (!vu_dev_logging(d->vu))
+		return;
+	for (uint32_t i = 0; i < count; i++) {
+		const struct rdma_shadow *sh = rdma_shadow_at(sq, (first + i) & sq->ring.mask);
+
+		if (sh->opcode == VRDMA_WR_RDMA_READ || sh->opcode == VRDMA_WR_ATOMIC_CMP_AND_SWP ||
+		    sh->opcode == VRDMA_WR_ATOMIC_FETCH_AND_ADD)
+			log_sges(d, sh->sge, sh->num_sge, UINT64_MAX);
+	}
+}
+
 static void send_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_wc *wc)
 {
 	struct rdma_wq *sq = &qp->sq;
 	uint32_t slot = (uint32_t)(wc->wr_id & RDMA_WRID_SLOT_MASK) & sq->ring.mask;
-	uint32_t count = ((slot - sq->tail) & sq->ring.mask) + 1;
+	uint32_t first = sq->tail, count = ((slot - first) & sq->ring.mask) + 1;
 	const struct rdma_shadow *sh = rdma_shadow_at(sq, slot);
 
 	/* A signaled completion retires every unsignaled WQE before it. */
@@ -110,10 +131,8 @@ static void send_done(struct rdma_dev *d, struct rdma_qp *qp, const struct ibv_w
 	if (qp->rings_gone)
 		return;
 	rdma_ring_store(d, &sq->ring, VRDMA_RING_CONSUMER, sq->tail);
-	if (wc->status == IBV_WC_SUCCESS &&
-	    (sh->opcode == VRDMA_WR_RDMA_READ || sh->opcode == VRDMA_WR_ATOMIC_CMP_AND_SWP ||
-	     sh->opcode == VRDMA_WR_ATOMIC_FETCH_AND_ADD))
-		log_sges(d, sh->sge, sh->num_sge, UINT64_MAX);
+	if (wc->status == IBV_WC_SUCCESS)
+		log_retired_results(d, sq, first, count);
 	if (sh->report || wc->status != IBV_WC_SUCCESS)
 		push_send_cqe(d, qp, sh, wc->status, wc->byte_len);
 	rdma_sq_take(d, qp);

@@ -121,10 +121,11 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 		r = vuf_mem_add_region(g->mem, VGD_EXTRA_GPA, o->extra_bytes, 0);
 	if (!r)
 		r = vuf_mem_send_table(g->mem, g->conn);
+	/* Up to the extra region's end, so that its pages can be asked about
+	 * too (the log is a sparse memfd). */
+	g->span = o && o->extra_bytes ? VGD_EXTRA_GPA + o->extra_bytes : ram;
 	if (!r && o && o->log_all) {
-		/* Up to the extra region's end, so that its pages can be asked
-		 * about too (the log is a sparse memfd). */
-		g->log_bytes = o->extra_bytes ? VGD_EXTRA_GPA + o->extra_bytes : ram;
+		g->log_bytes = g->span;
 		r = vuf_log_new(g->log_bytes, 0, &g->log);
 		if (!r)
 			r = vuf_log_send(g->log, g->conn);
@@ -150,6 +151,22 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
  * source connection then goes, as the source QEMU quits.  The guest's rings,
  * buffers and positions stay what they were: only the back end changes.
  */
+int vgd_log_start(struct vgd *g)
+{
+	int r;
+
+	if (g->log)
+		return 0;
+	r = vuf_set_features(g->conn, g->features | VUF_BIT(VUF_F_LOG_ALL));
+	if (!r)
+		r = vuf_log_new(g->span, 0, &g->log);
+	if (!r)
+		r = vuf_log_send(g->log, g->conn);
+	if (!r)
+		g->log_bytes = g->span;
+	return r;
+}
+
 int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len)
 {
 	struct vuf_conn *dst;
@@ -161,13 +178,8 @@ int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len)
 
 	/* A guest that arrived by migration is not logged; QEMU starts
 	 * logging again at the start of the next one. */
-	if (!g->log && g->log_bytes) {
-		r = vuf_set_features(g->conn, g->features | VUF_BIT(VUF_F_LOG_ALL));
-		if (!r)
-			r = vuf_log_new(g->log_bytes, 0, &g->log);
-		if (!r)
-			r = vuf_log_send(g->log, g->conn);
-	}
+	if (g->log_bytes)
+		r = vgd_log_start(g);
 	if (!r)
 		r = vgd_stop(g, base);
 	if (!r)

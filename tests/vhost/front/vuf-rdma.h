@@ -34,7 +34,8 @@ struct vgd {
 	unsigned int ev_npending, ev_next;
 	uint64_t next_va;           /* guest virtual addresses handed out */
 	struct vuf_log *log;
-	uint64_t log_bytes;         /* what a log covers (opened with log_all) */
+	uint64_t log_bytes;         /* what the log covers, once there is one */
+	uint64_t span;              /* the guest-physical space a log covers */
 	int timeout_ms;
 	uint16_t stopped_base[VRDMA_NUM_VQS]; /* where vgd_stop() left each queue */
 };
@@ -205,6 +206,9 @@ int vgd_wait_event(struct vgd *g, int timeout_ms, struct vrdma_event *ret);
 /* Stops every queue (GET_VRING_BASE), as QEMU does before switch-over;
  * ret_base (may be NULL) gets where each stopped. */
 int vgd_stop(struct vgd *g, uint16_t ret_base[VRDMA_NUM_VQS]);
+/* Logging from now on (LOG_ALL and a log), as QEMU turns it on when a
+ * migration starts; nothing if the guest logs already. */
+int vgd_log_start(struct vgd *g);
 /*
  * Live-migrates the guest (opened with log_all) to the back end at
  * socket_path: stop, the device's state saved and loaded there, every
