@@ -125,8 +125,8 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 	 * too (the log is a sparse memfd). */
 	g->span = o && o->extra_bytes ? VGD_EXTRA_GPA + o->extra_bytes : ram;
 	if (!r && o && o->log_all) {
-		g->log_bytes = g->span;
-		r = vuf_log_new(g->log_bytes, 0, &g->log);
+		g->logs = true;
+		r = vuf_log_new(g->span, 0, &g->log);
 		if (!r)
 			r = vuf_log_send(g->log, g->conn);
 	}
@@ -142,15 +142,6 @@ int vgd_open(const char *socket_path, const struct vgd_opts *o, struct vgd **ret
 	return 0;
 }
 
-/*
- * A live migration of this guest, as QEMU and the engine do it: every
- * queue stopped (logging is on: the device drains and stands still), the
- * device's state saved; a connection to the destination back end with the
- * same guest memory (its memory table first, as the patched QEMU sends it),
- * the state loaded there, and every queue resumed where it stopped.  The
- * source connection then goes, as the source QEMU quits.  The guest's rings,
- * buffers and positions stay what they were: only the back end changes.
- */
 int vgd_log_start(struct vgd *g)
 {
 	int r;
@@ -163,10 +154,19 @@ int vgd_log_start(struct vgd *g)
 	if (!r)
 		r = vuf_log_send(g->log, g->conn);
 	if (!r)
-		g->log_bytes = g->span;
+		g->logs = true;
 	return r;
 }
 
+/*
+ * A live migration of this guest, as QEMU and the engine do it: every
+ * queue stopped (logging is on: the device drains and stands still), the
+ * device's state saved; a connection to the destination back end with the
+ * same guest memory (its memory table first, as the patched QEMU sends it),
+ * the state loaded there, and every queue resumed where it stopped.  The
+ * source connection then goes, as the source QEMU quits.  The guest's rings,
+ * buffers and positions stay what they were: only the back end changes.
+ */
 int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len)
 {
 	struct vuf_conn *dst;
@@ -178,7 +178,7 @@ int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len)
 
 	/* A guest that arrived by migration is not logged; QEMU starts
 	 * logging again at the start of the next one. */
-	if (g->log_bytes)
+	if (g->logs)
 		r = vgd_log_start(g);
 	if (!r)
 		r = vgd_stop(g, base);

@@ -34,8 +34,8 @@ struct vgd {
 	unsigned int ev_npending, ev_next;
 	uint64_t next_va;           /* guest virtual addresses handed out */
 	struct vuf_log *log;
-	uint64_t log_bytes;         /* what the log covers, once there is one */
 	uint64_t span;              /* the guest-physical space a log covers */
+	bool logs;                  /* logging was turned on: a migration turns it on again */
 	int timeout_ms;
 	uint16_t stopped_base[VRDMA_NUM_VQS]; /* where vgd_stop() left each queue */
 };
