@@ -233,10 +233,33 @@ static int st_peer(void *o, const struct rdma_state_peer *peer)
 	return 0;
 }
 
+static int st_cm_listen(void *o, const struct rdma_state_cm_listen *l)
+{
+	(void)o;
+	FUZZ_CHECK(l->port && l->backlog && l->backlog <= VRDMA_CM_MAX_BACKLOG);
+	return 0;
+}
+
+static int st_cm_conn(void *o, const struct rdma_state_cm_conn *c)
+{
+	(void)o;
+	FUZZ_CHECK(c->live == (c->qp != 0));
+	return 0;
+}
+
+static int st_cm_event(void *o, const struct rdma_state_cm_event *e)
+{
+	(void)o;
+	FUZZ_CHECK(e->ev.pdata_len <= sizeof(e->ev.pdata) && e->ev.conn != 0);
+	return 0;
+}
+
 static void device_state(const uint8_t *buf, size_t len, const struct rdma_limits *lim)
 {
-	static const struct rdma_state_ops ops = { st_begin, st_pd, st_mr, st_cq,
-						   st_qp,    st_event, st_peer };
+	static const struct rdma_state_ops ops = {
+		st_begin, st_pd,   st_mr,	 st_cq,	     st_qp,
+		st_event, st_peer, st_cm_listen, st_cm_conn, st_cm_event,
+	};
 
 	const struct rdma_quota limit = { 64, 64, 64, 64, 1ull << 30, 1ull << 20, 0 };
 	const struct rdma_quota used = { 0 };

@@ -16,6 +16,7 @@
 #include "owner-proto.h"
 #include "peer-proto.h"
 #include "rdma-internal.h"
+#include "rdma-state.h"
 #include "sriov-internal.h"
 #include "vu-internal.h"
 #include "xport-wire.h"
@@ -348,6 +349,33 @@ static void rdma_seeds(void)
 	seed("fuzz-rdma-check", "recv-wqe", slot, 2 + 128, NULL, 0);
 }
 
+/* Mode 3: a device state with rdma_cm records (a listen, an ended
+ * connection, its request and its final event). */
+static void rdma_state_seeds(void)
+{
+	const uint8_t head[2] = { 3, 0 };
+	const uint32_t pd = 1u << RDMA_HANDLE_INDEX_BITS | 1, conn = 1u << RDMA_HANDLE_INDEX_BITS | 2;
+	struct rdma_state_cm_event ev = {
+		.ev = { .type = VRDMA_CM_EV_CONNECT_REQUEST, .conn = conn, .listen = pd,
+			.local_ip = { 192, 0, 2, 1 }, .local_port = 7471 },
+	};
+	struct rdma_state_writer w;
+	g_autofree uint8_t *data = NULL;
+	size_t len;
+
+	rdma_state_begin(&w, 7);
+	rdma_state_put_pd(&w, pd);
+	rdma_state_put_cm_listen(&w, &(struct rdma_state_cm_listen){ pd, 7471, 4 });
+	rdma_state_put_cm_conn(&w, &(struct rdma_state_cm_conn){ .handle = conn, .listen = pd });
+	rdma_state_put_cm_event(&w, &ev);
+	ev.ev.type = VRDMA_CM_EV_CLOSED;
+	ev.ev.status = 103;
+	ev.final = true;
+	rdma_state_put_cm_event(&w, &ev);
+	data = rdma_state_end(&w, &len);
+	seed("fuzz-rdma-check", "state-cm", head, sizeof(head), data, len);
+}
+
 /* ---- fuzz-sriov: [mode] bytes ---- */
 
 static void sriov_seeds(void)
@@ -606,6 +634,7 @@ int main(int argc, char **argv)
 	peer_seeds();
 	vu_seeds();
 	rdma_seeds();
+	rdma_state_seeds();
 	sriov_seeds();
 	vq_seeds();
 	dev_seeds();

@@ -73,7 +73,7 @@ static void test_refusals(void **state)
 	(void)state;
 	expect_refused("magic", 0, 'w', 1);
 	expect_refused("op 0", 8, 0, 2);
-	expect_refused("op 4", 8, 4, 2);
+	expect_refused("op 5", 8, 5, 2);
 	expect_refused("reserved after op", 10, 1, 2);
 	expect_refused("reserved after new_qpn", 60, 1, 4);
 	expect_refused("qpn of 25 bits", 16, 1u << 24, 4);
@@ -95,6 +95,14 @@ static void test_refusals(void **state)
 	b[79] = 0;
 	ut_st32(b + 56, 5);
 	assert_int_equal(rdma_peer_request_decode(b, &got), -EBADMSG);
+	/* A DISCONNECT names the two ends and nothing more. */
+	pause.op = RDMA_PEER_DISCONNECT;
+	rdma_peer_request_encode(&pause, b);
+	assert_int_equal(rdma_peer_request_decode(b, &got), 0);
+	assert_int_equal(got.op, RDMA_PEER_DISCONNECT);
+	assert_int_equal(got.from_qpn, 0x22);
+	b[64] = 1;
+	assert_int_equal(rdma_peer_request_decode(b, &got), -EBADMSG);
 }
 
 /* Random bytes and single-bit flips never crash the decoder. */
@@ -111,7 +119,7 @@ static void test_garbage(void **state)
 		if (i & 1)
 			memcpy(b, RDMA_PEER_MAGIC, 8);
 		if (rdma_peer_request_decode(b, &got) == 0) {
-			assert_true(got.op >= RDMA_PEER_PAUSE && got.op <= RDMA_PEER_RETARGET);
+			assert_true(got.op >= RDMA_PEER_PAUSE && got.op <= RDMA_PEER_DISCONNECT);
 			assert_true(got.n_rkeys <= RDMA_PEER_MAX_RKEYS);
 		}
 	}

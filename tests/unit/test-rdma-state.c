@@ -38,6 +38,9 @@ struct seen {
 	struct vrdma_event ev;
 	struct rdma_state_peer peer;
 	uint32_t peer_rkey1_host;
+	struct rdma_state_cm_listen listen;
+	struct rdma_state_cm_conn conn; /* the first */
+	struct rdma_state_cm_event cm_ev; /* the last */
 	int fail_at; /* the nth record returns an error (0: none) */
 };
 
@@ -95,7 +98,30 @@ static int on_peer(void *o, const struct rdma_state_peer *peer)
 	return note(o, 'P');
 }
 
-static const struct rdma_state_ops ops = { on_begin, on_pd, on_mr, on_cq, on_qp, on_event, on_peer };
+static int on_cm_listen(void *o, const struct rdma_state_cm_listen *l)
+{
+	((struct seen *)o)->listen = *l;
+	return note(o, 'L');
+}
+
+static int on_cm_conn(void *o, const struct rdma_state_cm_conn *c)
+{
+	struct seen *s = o;
+
+	if (!strchr(s->log->str, 'C'))
+		s->conn = *c;
+	return note(o, 'C');
+}
+
+static int on_cm_event(void *o, const struct rdma_state_cm_event *e)
+{
+	((struct seen *)o)->cm_ev = *e;
+	return note(o, 'E');
+}
+
+static const struct rdma_state_ops ops = { on_begin, on_pd,   on_mr,	    on_cq,
+					   on_qp,    on_event, on_peer, on_cm_listen,
+					   on_cm_conn, on_cm_event };
 
 static int decode(const uint8_t *data, size_t len, struct seen *s)
 {
@@ -115,7 +141,53 @@ struct shape {
 	uint32_t mr_pd, qp_recv_cq; /* 0: the ones the state has */
 	unsigned int peers;         /* PEER records, all for the QP... */
 	uint32_t peer_qp;           /* ...or this one */
+	/* rdma_cm: a listen, a live connection on the QP, an ended one with
+	 * its final event; and ways to get them wrong */
+	bool cm;
+	uint32_t cm_live_qp;        /* 0: the QP */
+	bool cm_second_live;        /* another live connection on the QP */
+	bool cm_no_final;           /* the ended one without its final event */
+	bool cm_final_for_live;     /* a final event for the live one */
+	uint32_t cm_event_conn;     /* an event for this connection */
 };
+
+/* The rdma_cm records of shape x; the QP is qp. */
+static void put_cm(struct rdma_state_writer *w, const struct shape *x, uint32_t qp)
+{
+	struct rdma_state_cm_conn live = {
+		.handle = H(0, 2), .listen = H(0, 1), .qp = x->cm_live_qp ? x->cm_live_qp : qp,
+		.live = true, .local_ip = { 10, 0, 0, 1 }, .remote_ip = { 10, 0, 0, 2 },
+		.local_port = 7471, .remote_port = 40001,
+	};
+	struct rdma_state_cm_event ended = {
+		.ev = { .type = VRDMA_CM_EV_CLOSED, .conn = H(1, 1), .status = 103 },
+		.final = true, .ring = true,
+	};
+
+	if (!x->cm)
+		return;
+	rdma_state_put_cm_listen(w, &(struct rdma_state_cm_listen){ H(0, 1), 7471, 8 });
+	rdma_state_put_cm_conn(w, &live);
+	if (x->cm_second_live) {
+		live.handle = H(2, 1);
+		rdma_state_put_cm_conn(w, &live);
+	}
+	rdma_state_put_cm_conn(w, &(struct rdma_state_cm_conn){ .handle = H(1, 1) });
+	if (x->cm_final_for_live) {
+		ended.ev.conn = H(0, 2);
+		rdma_state_put_cm_event(w, &ended);
+		ended.ev.conn = H(1, 1);
+	}
+	if (x->cm_event_conn) {
+		ended.ev.conn = x->cm_event_conn;
+		ended.final = false;
+		rdma_state_put_cm_event(w, &ended);
+		ended.ev.conn = H(1, 1);
+		ended.final = true;
+	}
+	if (!x->cm_no_final)
+		rdma_state_put_cm_event(w, &ended);
+}
 
 /* The QP's peer elsewhere, with two rkeys of a peer that moved before. */
 static void put_peers(struct rdma_state_writer *w, const struct shape *x, uint32_t qp)
@@ -192,6 +264,7 @@ static uint8_t *make_shaped(const struct shape *x, size_t *ret_len)
 	}
 	rdma_state_put_event(&w, &ev);
 	put_peers(&w, x, qp.handle);
+	put_cm(&w, x, qp.handle);
 	return rdma_state_end(&w, ret_len);
 }
 
@@ -276,7 +349,7 @@ static void huge_count(uint8_t *c, size_t *n) { (void)n; ut_st32(c + 12, 0xfffff
 static void truncated(uint8_t *c, size_t *n) { (void)c; *n -= 3; }
 static void trailing(uint8_t *c, size_t *n) { (void)c; *n += 5; }
 static void record_too_long(uint8_t *c, size_t *n) { ut_st32(c + record_at(c, 1) + 4, (uint32_t)*n); }
-static void unknown_type(uint8_t *c, size_t *n) { (void)n; ut_st16(c + record_at(c, 2), 9); }
+static void unknown_type(uint8_t *c, size_t *n) { (void)n; ut_st16(c + record_at(c, 2), 10); }
 static void out_of_order(uint8_t *c, size_t *n) { (void)n; ut_st16(c + record_at(c, 2), 1); }
 static void record_reserved(uint8_t *c, size_t *n) { (void)n; c[record_at(c, 1) + 2] = 1; }
 static void pd_handle_zero(uint8_t *c, size_t *n) { (void)n; ut_st32(c + record_at(c, 0) + 8, 0); }
@@ -486,6 +559,67 @@ static void test_peer_record(void **state)
 	g_string_free(s.log, TRUE);
 }
 
+/*
+ * rdma_cm's records: a listen, a connection that goes on (on its QP) and
+ * one that ended (with its final event), read back as written; refused
+ * for a connection on a QP the state lacks, two on one QP, an ended one
+ * without its final event, a final event for one that goes on, an event
+ * of no connection, and a listen with no backlog.
+ */
+static void test_cm_records(void **state)
+{
+	const struct rdma_quota room = { .pds = 1, .mrs = 1, .cqs = 1, .qps = 1,
+					 .pinned_bytes = 8192, .wrs = 6 };
+	const struct rdma_quota none = { 0 };
+	struct seen s = { .log = g_string_new(NULL) };
+	g_autofree uint8_t *data = NULL;
+	size_t len;
+
+	(void)state;
+	data = make_shaped(&(struct shape){ .cm = true }, &len);
+	assert_int_equal(decode(data, len, &s), 0);
+	assert_string_equal(s.log->str, "pmcqeLCCE");
+	assert_int_equal(s.listen.handle, H(0, 1));
+	assert_int_equal(s.listen.port, 7471);
+	assert_int_equal(s.listen.backlog, 8);
+	assert_int_equal(s.conn.handle, H(0, 2));
+	assert_int_equal(s.conn.listen, H(0, 1));
+	assert_int_equal(s.conn.qp, H(2, 1));
+	assert_true(s.conn.live);
+	assert_int_equal(s.conn.remote_ip[3], 2);
+	assert_int_equal(s.conn.local_port, 7471);
+	assert_int_equal(s.conn.remote_port, 40001);
+	assert_int_equal(s.cm_ev.ev.type, VRDMA_CM_EV_CLOSED);
+	assert_int_equal(s.cm_ev.ev.conn, H(1, 1));
+	assert_int_equal(s.cm_ev.ev.status, 103);
+	assert_true(s.cm_ev.final);
+	assert_true(s.cm_ev.ring);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true }, &room, &none), VRDMA_OK);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .cm_live_qp = H(9, 1) }, &room,
+				      &none), VRDMA_ENOENT);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .cm_second_live = true },
+				      &room, &none), VRDMA_EINVAL);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .cm_no_final = true }, &room,
+				      &none), VRDMA_EINVAL);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .cm_final_for_live = true },
+				      &room, &none), VRDMA_EINVAL);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .cm_event_conn = H(5, 1) },
+				      &room, &none), VRDMA_ENOENT);
+	/* Bytes the decoder refuses: a listen of backlog 0, a live
+	 * connection without its QP, an event flag nobody defined. */
+	ut_st16(data + record_at(data, 5) + 8 + 6, 0);
+	assert_int_equal(decode(data, len, &s), VRDMA_EINVAL);
+	ut_st16(data + record_at(data, 5) + 8 + 6, 8);
+	ut_st32(data + record_at(data, 6) + 8 + 8, 0);
+	assert_int_equal(decode(data, len, &s), VRDMA_EINVAL);
+	ut_st32(data + record_at(data, 6) + 8 + 8, H(2, 1));
+	ut_st32(data + record_at(data, 8) + 8, 4);
+	assert_int_equal(decode(data, len, &s), VRDMA_EINVAL);
+	ut_st32(data + record_at(data, 8) + 8, 3);
+	assert_int_equal(decode(data, len, &s), 0);
+	g_string_free(s.log, TRUE);
+}
+
 /* Handles placed where a migrated guest had them (rdma-table.c). */
 static void test_table_add_at(void **state)
 {
@@ -513,6 +647,7 @@ int main(void)
 		cmocka_unit_test(test_garbage),
 		cmocka_unit_test(test_whole_state),
 		cmocka_unit_test(test_peer_record),
+		cmocka_unit_test(test_cm_records),
 		cmocka_unit_test(test_table_add_at),
 	};
 

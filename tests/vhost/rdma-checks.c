@@ -119,6 +119,30 @@ void rt_expect_no_event(struct vgd *g, int ms)
 	assert_int_equal(vgd_wait_event(g, ms, &ev), -ETIMEDOUT);
 }
 
+void rt_guest_qp_init_cm(struct rp_guest *g)
+{
+	struct vrdma_qp_attr a = { .qp_state = VRDMA_QPS_INIT,
+				   .qp_access_flags = VRDMA_ACCESS_ALL };
+
+	assert_int_equal(vgd_modify_qp(g->g, &g->qp, VRDMA_QP_STATE | VRDMA_QP_ACCESS_FLAGS, &a),
+			 0);
+}
+
+void rt_guest_cm_event(struct rp_guest *g, uint16_t want_type, struct vrdma_cm_event *ret)
+{
+	struct vrdma_event ev;
+	int r;
+
+	for (;;) {
+		r = vgd_cmd(g->g, VRDMA_CMD_CM_GET_EVENT, NULL, 0, ret, sizeof(*ret));
+		if (r != VRDMA_ENOENT)
+			break;
+		assert_int_equal(vgd_wait_event(g->g, RP_TIMEOUT_MS * 3, &ev), 0);
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(ret->type, want_type);
+}
+
 int rt_host_objects(const char *kind, pid_t pid)
 {
 	char cmd[128], line[512], want[32];

@@ -33,6 +33,12 @@ void rt_guest_expect_cqe(struct rp_guest *g, uint64_t wr_id, uint32_t status, ui
 void rt_expect_event(struct vgd *g, uint16_t type, uint32_t handle, uint32_t data);
 /* No device event arrives within ms. */
 void rt_expect_no_event(struct vgd *g, int ms);
+/* INIT with only the state and access rights, as rdma_cm's iWARP-style
+ * walk does: the device adds the port and P_Key index. */
+void rt_guest_qp_init_cm(struct rp_guest *g);
+/* The next CM event, of type want_type: drains CM_GET_EVENT, waiting for
+ * the device's CM event record while there is none. */
+void rt_guest_cm_event(struct rp_guest *g, uint16_t want_type, struct vrdma_cm_event *ret);
 
 /* The host's objects of a kind (`rdma resource show KIND`: pd, mr, cq,
  * qp) that belong to process pid. */

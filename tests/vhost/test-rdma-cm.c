@@ -257,39 +257,13 @@ static void peer_finish(struct peer *p)
 
 /* ---- the harness guest ---- */
 
-/* INIT with only the state and access rights, as rdma_cm's iWARP-style
- * walk does: the device adds the port and P_Key index. */
-static void guest_qp_init(struct rp_guest *g)
-{
-	struct vrdma_qp_attr a = { .qp_state = VRDMA_QPS_INIT,
-				   .qp_access_flags = VRDMA_ACCESS_ALL };
-
-	assert_int_equal(vgd_modify_qp(g->g, &g->qp, VRDMA_QP_STATE | VRDMA_QP_ACCESS_FLAGS, &a), 0);
-}
-
-/* The next CM event: drains CM_GET_EVENT, waiting for the CM event record. */
-static void guest_cm_event(struct rp_guest *g, uint16_t want_type, struct vrdma_cm_event *ret)
-{
-	struct vrdma_event ev;
-	int r;
-
-	for (;;) {
-		r = vgd_cmd(g->g, VRDMA_CMD_CM_GET_EVENT, NULL, 0, ret, sizeof(*ret));
-		if (r != VRDMA_ENOENT)
-			break;
-		assert_int_equal(vgd_wait_event(g->g, RP_TIMEOUT_MS * 3, &ev), 0);
-	}
-	assert_int_equal(r, 0);
-	assert_int_equal(ret->type, want_type);
-}
-
 /* RESET, then INIT again: a failed connection leaves the QP in ERR. */
 static void guest_qp_reinit(struct rp_guest *g)
 {
 	struct vrdma_qp_attr a = { .qp_state = VRDMA_QPS_RESET };
 
 	assert_int_equal(vgd_modify_qp(g->g, &g->qp, VRDMA_QP_STATE, &a), 0);
-	guest_qp_init(g);
+	rt_guest_qp_init_cm(g);
 }
 
 static uint32_t guest_connect_to(struct rp_guest *g, const uint8_t ip[4], uint16_t port,
@@ -364,7 +338,7 @@ static void test_guest_connects(void **state)
 	(void)state;
 	peer_start(&p, true, "18700", 41);
 	assert_int_equal(rp_guest_open(tenant_a.sock, &g), 0);
-	guest_qp_init(&g);
+	rt_guest_qp_init_cm(&g);
 	guest_post_recv(&g);
 	conn = guest_connect(&g, addr_b, 18700, &st);
 	assert_int_equal(st, 0);
@@ -372,7 +346,7 @@ static void test_guest_connects(void **state)
 	/* Connecting again on the same QP is refused. */
 	guest_connect(&g, addr_b, 18700, &st);
 	assert_int_equal(st, VRDMA_EINVAL);
-	guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
+	rt_guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
 	assert_int_equal(e.status, 0);
 	assert_int_equal(e.conn, conn);
 	assert_true(e.pdata_len >= 13);
@@ -396,7 +370,7 @@ static void test_guest_connects(void **state)
 			break;
 		assert_int_equal(st, 0);
 	}
-	guest_cm_event(&g, VRDMA_CM_EV_CLOSED, &e);
+	rt_guest_cm_event(&g, VRDMA_CM_EV_CLOSED, &e);
 	assert_int_equal(e.conn, conn);
 	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_DISCONNECT, &(struct vrdma_handle){ conn },
 				 sizeof(struct vrdma_handle), NULL, 0), VRDMA_ENOENT);
@@ -417,10 +391,10 @@ static void test_guest_listens(void **state)
 	(void)state;
 	assert_int_equal(rp_guest_open(tenant_a.sock, &g), 0);
 	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_LISTEN, &l, sizeof(l), &lh, sizeof(lh)), 0);
-	guest_qp_init(&g);
+	rt_guest_qp_init_cm(&g);
 	guest_post_recv(&g);
 	peer_start(&p, false, "18701", 52);
-	guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REQUEST, &e);
+	rt_guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REQUEST, &e);
 	assert_int_equal(e.listen, lh.handle);
 	assert_true(e.pdata_len >= 14);
 	assert_memory_equal(e.pdata, "peer-connects", 14);
@@ -435,7 +409,7 @@ static void test_guest_listens(void **state)
 	guest_send_recv(&g, 52, false);
 	/* Answer with seed + 1, as the peer expects. */
 	guest_send(&g, 53);
-	guest_cm_event(&g, VRDMA_CM_EV_CLOSED, &e);
+	rt_guest_cm_event(&g, VRDMA_CM_EV_CLOSED, &e);
 	assert_int_equal(e.conn, a.conn);
 	peer_finish(&p);
 	assert_int_equal(vgd_cmd(g.g, VRDMA_CMD_CM_DESTROY_LISTEN, &lh, sizeof(lh), NULL, 0), 0);
@@ -547,10 +521,10 @@ static void test_refusals(void **state)
 			 VRDMA_ENOENT);
 	/* Connections of another guest are not this one's (see below). */
 	/* Nobody listens on the peer's port: the peer's CM rejects. */
-	guest_qp_init(&g);
+	rt_guest_qp_init_cm(&g);
 	conn = guest_connect(&g, addr_b, 18703, &st);
 	assert_int_equal(st, 0);
-	guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
+	rt_guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
 	assert_int_equal(e.conn, conn);
 	assert_int_equal(e.status, 111 /* ECONNREFUSED */);
 	/* An address on the peer's subnet that nobody has: resolution gives
@@ -560,7 +534,7 @@ static void test_refusals(void **state)
 	guest_qp_reinit(&g);
 	conn = guest_connect_to(&g, nobody, 18703, &st);
 	assert_int_equal(st, 0);
-	guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
+	rt_guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
 	assert_int_equal(e.conn, conn);
 	assert_int_equal(e.status, 113 /* EHOSTUNREACH */);
 	/* A connection being set up ends when its QP is destroyed. */
@@ -568,7 +542,7 @@ static void test_refusals(void **state)
 	conn = guest_connect_to(&g, nobody, 18703, &st);
 	assert_int_equal(st, 0);
 	assert_int_equal(vgd_destroy(g.g, VRDMA_CMD_DESTROY_QP, g.qp.handle), 0);
-	guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
+	rt_guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
 	assert_int_equal(e.conn, conn);
 	assert_int_equal(e.status, 103 /* ECONNABORTED */);
 	rp_guest_close(&g);
@@ -643,11 +617,11 @@ static void test_route_through_other_device(void **state)
 				"ip neigh replace 198.51.100.7 lladdr 02:00:00:00:00:07 dev vb "
 				"nud permanent"), 0);
 	assert_int_equal(rp_guest_open(tenant_a.sock, &g), 0);
-	guest_qp_init(&g);
+	rt_guest_qp_init_cm(&g);
 	watch = watch_sent("vb");
 	conn = guest_connect_to(&g, elsewhere, 18705, &st);
 	assert_int_equal(st, 0);
-	guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
+	rt_guest_cm_event(&g, VRDMA_CM_EV_CONNECT_REPLY, &e);
 	assert_int_equal(e.conn, conn);
 	if (e.status != VRDMA_ENETUNREACH && e.status != 113 /* EHOSTUNREACH */)
 		fail_msg("a route through vb ended with status %u", e.status);
@@ -681,7 +655,7 @@ static void test_foreign_conn_handles(void **state)
 	assert_int_equal(rp_guest_open(tenant_a.sock, &g), 0);
 	assert_int_equal(rp_guest_open(tenant_a.sock, &other), 0);
 	assert_int_equal(vgd_cmd(other.g, VRDMA_CMD_CM_LISTEN, &l, sizeof(l), &lh, sizeof(lh)), 0);
-	guest_qp_init(&g);
+	rt_guest_qp_init_cm(&g);
 	p.pid = fork();
 	assert_true(p.pid >= 0);
 	if (p.pid == 0) {
@@ -689,7 +663,7 @@ static void test_foreign_conn_handles(void **state)
 		_exit(enter_netns(netns_b) ? 2 : peer_flood("18706", 1));
 	}
 	p.ready = -1;
-	guest_cm_event(&other, VRDMA_CM_EV_CONNECT_REQUEST, &e);
+	rt_guest_cm_event(&other, VRDMA_CM_EV_CONNECT_REQUEST, &e);
 	{
 		struct vrdma_cm_accept_req a = { .conn = e.conn, .qp = g.qp.handle };
 		struct vrdma_cm_reject_req r = { .conn = e.conn };

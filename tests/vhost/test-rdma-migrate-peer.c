@@ -14,7 +14,9 @@
  * end (a native verbs QP) fails cleanly, as documented.  The protocol
  * refuses callers without the key, callers that are not the QP's peer,
  * and tokens that are wrong or already spent; a hold nobody claims fails
- * the peer QP.
+ * the peer QP.  A connection rdma_cm made moves too: it goes on, the
+ * moved guest's listen with it, and its end reaches the other side
+ * (DISCONNECT) but from nobody else.
  *
  *   test-rdma-migrate-peer VRDMA-VHOST   (needs the rig's variables, or exits 77)
  */
@@ -367,10 +369,176 @@ static void test_forged_and_replayed_requests(void **state)
 	req.new_qpn = 0x99;
 	gid_of(addr_b, req.new_gid);
 	assert_int_equal(ask(psk_file, addr_b, addr_b, &req), EPERM);
+	/* A DISCONNECT is for connections that moved: this one rdma_cm
+	 * never made. */
+	req.op = RDMA_PEER_DISCONNECT;
+	req.new_qpn = 0;
+	memset(req.new_gid, 0, 16);
+	assert_int_equal(ask(psk_file, addr_a, addr_b, &req), ENOENT);
 	post_recv(&x.p, 4, 0x4000);
 	send_one(&x.m, &x.p, 103, 4, 0x4000, 4);
 	rt_expect_no_event(x.p.g, 100);
 	close_pair(&x);
+}
+
+/* ---- rdma_cm connections ---- */
+
+/* The device's CM event records still waiting (one may stay from before
+ * CM_GET_EVENT drained what it announced): nothing but those. */
+static void drain_cm_records(struct rp_guest *g)
+{
+	struct vrdma_event ev;
+
+	while (vgd_wait_event(g->g, 200, &ev) == 0)
+		assert_int_equal(ev.type, VRDMA_EV_CM);
+}
+
+/* M connects to P's listen by rdma_cm; returns M's and P's handles. */
+static void cm_connect_pair(struct pair *x, uint16_t port, uint32_t *ret_m, uint32_t *ret_p)
+{
+	struct vrdma_cm_listen_req l = { .port = port, .backlog = 4 };
+	struct vrdma_cm_connect_req q = { .dst_port = port, .ord = 1, .ird = 1 };
+	struct vrdma_cm_accept_req a = { .ord = 1, .ird = 1 };
+	struct vrdma_handle lh = { 0 }, mh = { 0 };
+	struct vrdma_cm_event e;
+
+	assert_int_equal(vgd_cmd(x->p.g, VRDMA_CMD_CM_LISTEN, &l, sizeof(l), &lh, sizeof(lh)), 0);
+	rt_guest_qp_init_cm(&x->m);
+	rt_guest_qp_init_cm(&x->p);
+	q.qp = x->m.qp.handle;
+	assert_int_equal(inet_pton(AF_INET, addr_b, q.dst_ip), 1);
+	assert_int_equal(vgd_cmd(x->m.g, VRDMA_CMD_CM_CONNECT, &q, sizeof(q), &mh, sizeof(mh)), 0);
+	rt_guest_cm_event(&x->p, VRDMA_CM_EV_CONNECT_REQUEST, &e);
+	a.conn = e.conn;
+	a.qp = x->p.qp.handle;
+	assert_int_equal(vgd_cmd(x->p.g, VRDMA_CMD_CM_ACCEPT, &a, sizeof(a), NULL, 0), 0);
+	rt_guest_cm_event(&x->m, VRDMA_CM_EV_CONNECT_REPLY, &e);
+	assert_int_equal(e.status, 0);
+	assert_int_equal(e.conn, mh.handle);
+	assert_int_equal(vgd_cmd(x->p.g, VRDMA_CMD_CM_DESTROY_LISTEN, &lh, sizeof(lh), NULL, 0),
+			 0);
+	drain_cm_records(&x->m);
+	drain_cm_records(&x->p);
+	*ret_m = mh.handle;
+	*ret_p = a.conn;
+}
+
+/* A guest on the back end from asks for a connection at addr:port and
+ * is refused by M, which hears the request on its listen lh. */
+static void cm_refused_by_m(struct pair *x, const struct vt_daemon *from, const char *addr,
+			    uint16_t port, uint32_t lh)
+{
+	struct vrdma_cm_connect_req q = { .dst_port = port, .ord = 1, .ird = 1 };
+	struct vrdma_handle h = { 0 };
+	struct vrdma_cm_event e;
+	struct rp_guest c;
+	uint8_t ip[4];
+
+	assert_int_equal(rp_guest_open(from->sock, &c), 0);
+	rt_guest_qp_init_cm(&c);
+	q.qp = c.qp.handle;
+	assert_int_equal(inet_pton(AF_INET, addr, q.dst_ip), 1);
+	assert_int_equal(vgd_cmd(c.g, VRDMA_CMD_CM_CONNECT, &q, sizeof(q), &h, sizeof(h)), 0);
+	rt_guest_cm_event(&x->m, VRDMA_CM_EV_CONNECT_REQUEST, &e);
+	assert_int_equal(e.listen, lh);
+	assert_int_equal(inet_pton(AF_INET, addr, ip), 1);
+	assert_memory_equal(e.local_ip, ip, 4);
+	assert_int_equal(e.local_port, port);
+	assert_int_equal(vgd_cmd(x->m.g, VRDMA_CMD_CM_REJECT,
+				 &(struct vrdma_cm_reject_req){ .conn = e.conn },
+				 sizeof(struct vrdma_cm_reject_req), NULL, 0), 0);
+	rt_guest_cm_event(&c, VRDMA_CM_EV_CONNECT_REPLY, &e);
+	assert_int_equal(e.status, 111 /* ECONNREFUSED */);
+	drain_cm_records(&x->m);
+	rp_guest_close(&c);
+}
+
+/* The other end hears an end: its connection's CLOSED, and nothing more. */
+static void cm_expect_closed(struct rp_guest *g, uint32_t conn)
+{
+	struct vrdma_cm_event e;
+
+	rt_guest_cm_event(g, VRDMA_CM_EV_CLOSED, &e);
+	assert_int_equal(e.conn, conn);
+	assert_int_equal(vgd_cmd(g->g, VRDMA_CMD_CM_GET_EVENT, NULL, 0, &e, sizeof(e)),
+			 VRDMA_ENOENT);
+}
+
+/*
+ * A connection rdma_cm made, across moves of M: the QPs go on as any
+ * (every opcode, no event on either guest, also once the source's
+ * rdma_cm ids are gone), M's listen moves with M (a request reaches it at
+ * the destination's address), and the end of the connection reaches the
+ * other side as a DREQ would have: by P after one move (M hears it from
+ * P's back end), by M after moving there and back (P hears it from M's).
+ */
+static void test_move_cm_connection(void **state)
+{
+	const uint16_t m_port = 7481;
+
+	(void)state;
+	for (int by_m = 0; by_m < 2; by_m++) {
+		struct vrdma_cm_listen_req ml = { .port = m_port, .backlog = 4 };
+		struct vrdma_handle mlh = { 0 };
+		struct vgd_opts o = { .log_all = true };
+		uint64_t counter = 5;
+		uint32_t mc, pc;
+		struct pair x;
+
+		assert_int_equal(rp_guest_open_opts(back_m1.sock, &o, &x.m), 0);
+		assert_int_equal(rp_guest_open(back_p.sock, &x.p), 0);
+		cm_connect_pair(&x, (uint16_t)(7480 - by_m * 10), &mc, &pc);
+		assert_int_equal(vgd_cmd(x.m.g, VRDMA_CMD_CM_LISTEN, &ml, sizeof(ml), &mlh,
+					 sizeof(mlh)), 0);
+		assert_int_equal(vgd_buf_write(x.m.g, &x.m.buf, 0x30000, &counter, 8), 0);
+		post_recv(&x.p, 1, 0x1000);
+		send_one(&x.m, &x.p, 100, 1, 0x1000, 1);
+		fetch_add(&x.p, &x.m, 5);
+
+		post_recv(&x.m, 2, 0x2000);
+		post_recv(&x.p, 3, 0x3000);
+		move_m(&x, &back_p, "with an rdma_cm connection, to rxe1");
+		traffic_after(&x, 10, 6);
+		/* The source's ids are torn down with it: still nothing. */
+		rt_expect_no_event(x.m.g, 1000);
+		rt_expect_no_event(x.p.g, 100);
+		post_recv(&x.m, 2, 0x2000);
+		post_recv(&x.p, 3, 0x3000);
+		traffic_after(&x, 30, 7);
+		cm_refused_by_m(&x, &back_m1, addr_b, m_port, mlh.handle);
+		if (by_m) {
+			post_recv(&x.m, 2, 0x2000);
+			post_recv(&x.p, 3, 0x3000);
+			move_m(&x, &back_m1, "with an rdma_cm connection, back to rxe0");
+			traffic_after(&x, 20, 8);
+			cm_refused_by_m(&x, &back_p, addr_a, m_port, mlh.handle);
+			assert_int_equal(vgd_cmd(x.m.g, VRDMA_CMD_CM_DISCONNECT,
+						 &(struct vrdma_handle){ mc },
+						 sizeof(struct vrdma_handle), NULL, 0), 0);
+			cm_expect_closed(&x.m, mc);
+			cm_expect_closed(&x.p, pc);
+		} else {
+			/* From where M was (its source, or a replay of it),
+			 * or without the key, a DISCONNECT ends nothing. */
+			struct rdma_peer_request req = { .op = RDMA_PEER_DISCONNECT };
+
+			req.qpn = x.p.qp.qpn;
+			req.from_qpn = x.m.qp.qpn;
+			gid_of(addr_a, req.from_gid);
+			assert_int_equal(ask(psk_file, addr_a, addr_b, &req), EPERM);
+			assert_true(ask(wrong_psk_file, addr_a, addr_b, &req) < 0);
+			rt_expect_no_event(x.p.g, 200);
+			post_recv(&x.m, 2, 0x2000);
+			post_recv(&x.p, 3, 0x3000);
+			traffic_after(&x, 40, 8);
+			assert_int_equal(vgd_cmd(x.p.g, VRDMA_CMD_CM_DISCONNECT,
+						 &(struct vrdma_handle){ pc },
+						 sizeof(struct vrdma_handle), NULL, 0), 0);
+			cm_expect_closed(&x.p, pc);
+			cm_expect_closed(&x.m, mc);
+		}
+		close_pair(&x);
+	}
 }
 
 /*
@@ -422,6 +590,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_move_with_vrdma_peer),
+		cmocka_unit_test(test_move_cm_connection),
 		cmocka_unit_test(test_move_with_native_peer),
 		cmocka_unit_test(test_forged_and_replayed_requests),
 		cmocka_unit_test(test_unclaimed_hold_fails_the_qp),

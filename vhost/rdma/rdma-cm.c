@@ -17,49 +17,11 @@
 #include <fcntl.h>
 #include <string.h>
 
-#include <rdma/rdma_cma.h>
-
+#include "rdma-cm.h"
 #include "rdma-internal.h"
 
 #define CM_TIMEOUT_MS 2000
 #define CM_RETRIES 7
-
-enum cm_state {
-	CM_RESOLVING_ADDR,
-	CM_RESOLVING_ROUTE,
-	CM_CONNECTING,
-	CM_REQUESTED, /* a peer's request, waiting for the guest's answer */
-	CM_CONNECTED,
-	CM_CLOSING,   /* disconnect sent, waiting for the host's DISCONNECTED */
-	CM_ENDED,     /* its final event waits for CM_GET_EVENT; the handle with it */
-};
-
-struct rdma_cm_conn {
-	uint32_t handle;
-	uint32_t listen; /* CM_REQUESTED: the listen it came in on */
-	struct rdma_cm_id *id;
-	struct rdma_qp *qp;
-	enum cm_state state;
-	struct rdma_conn_param param; /* CM_RESOLVING_*: what to connect with */
-	uint8_t pdata[VRDMA_CM_CONNECT_PDATA];
-};
-
-struct rdma_cm_listen {
-	uint32_t handle;
-	struct rdma_cm_id *id;
-};
-
-/*
- * A queued event; a connection's last one frees its handle when fetched.
- * Every queued event names a live handle, and a handle has at most two
- * (its opening one and its final one), so the queue never holds more than
- * twice the connection limit: a handle freed any other way (REJECT, a
- * failed ACCEPT) takes its waiting events with it (conn_free).
- */
-struct cm_event_node {
-	struct vrdma_cm_event ev;
-	bool final;
-};
 
 int rdma_cm_init(struct rdma_dev *d)
 {
@@ -113,27 +75,44 @@ static void from_sockaddr(const struct sockaddr *sa, uint8_t ret_ip[4], uint16_t
 	}
 }
 
-/* Queues an event for the guest; the first one waiting rings the event
- * queue (the driver drains them all with CM_GET_EVENT). */
-static struct vrdma_cm_event *queue_event(struct rdma_dev *d, uint16_t type, uint32_t status,
-					  const struct rdma_cm_conn *c, bool final)
+/* Both ends' addresses as the host id has them now (a detached
+ * connection keeps the last it had). */
+void rdma_cm_conn_addresses(struct rdma_cm_conn *c)
 {
-	struct cm_event_node *node = g_new0(struct cm_event_node, 1);
-	struct vrdma_cm_event *ev = &node->ev;
+	if (!c->id)
+		return;
+	from_sockaddr(rdma_get_local_addr(c->id), c->local_ip, &c->local_port);
+	from_sockaddr(rdma_get_peer_addr(c->id), c->remote_ip, &c->remote_port);
+}
 
-	node->final = final;
+void rdma_cm_event_fill(struct vrdma_cm_event *ev, uint16_t type, uint32_t status,
+			struct rdma_cm_conn *c)
+{
+	memset(ev, 0, sizeof(*ev));
 	ev->type = type;
 	ev->status = status;
 	ev->conn = c->handle;
 	ev->listen = c->listen;
-	if (c->id) {
-		from_sockaddr(rdma_get_local_addr(c->id), ev->local_ip, &ev->local_port);
-		from_sockaddr(rdma_get_peer_addr(c->id), ev->remote_ip, &ev->remote_port);
-	}
+	rdma_cm_conn_addresses(c);
+	memcpy(ev->local_ip, c->local_ip, 4);
+	memcpy(ev->remote_ip, c->remote_ip, 4);
+	ev->local_port = c->local_port;
+	ev->remote_port = c->remote_port;
+}
+
+/* Queues an event for the guest; the first one waiting rings the event
+ * queue (the driver drains them all with CM_GET_EVENT). */
+struct vrdma_cm_event *rdma_cm_queue_event(struct rdma_dev *d, uint16_t type, uint32_t status,
+					   struct rdma_cm_conn *c, bool final)
+{
+	struct cm_event_node *node = g_new0(struct cm_event_node, 1);
+
+	node->final = final;
+	rdma_cm_event_fill(&node->ev, type, status, c);
 	if (g_queue_is_empty(&d->cm_events))
 		rdma_post_event(d, VRDMA_EV_CM, 0, 0);
 	g_queue_push_tail(&d->cm_events, node);
-	return ev;
+	return &node->ev;
 }
 
 static void event_pdata(struct vrdma_cm_event *ev, const struct rdma_conn_param *p)
@@ -150,7 +129,7 @@ static void event_pdata(struct vrdma_cm_event *ev, const struct rdma_conn_param 
 	ev->ord = (uint8_t)MIN(p->initiator_depth, 255);
 }
 
-static void id_destroy(struct rdma_cm_id *id)
+void rdma_cm_id_destroy(struct rdma_cm_id *id)
 {
 	if (id)
 		rdma_destroy_id(id);
@@ -215,8 +194,8 @@ static void qp_to_error(struct rdma_dev *d, struct rdma_qp *qp)
  * outcome of its CM_CONNECT, afterwards that it closed.  A request the
  * guest was never told of (or its listen is gone) just goes.
  */
-static struct rdma_cm_id *conn_end(struct rdma_dev *d, struct rdma_cm_conn *c, uint32_t status,
-				   const struct rdma_conn_param *reject)
+struct rdma_cm_id *rdma_cm_conn_end(struct rdma_dev *d, struct rdma_cm_conn *c, uint32_t status,
+				    const struct rdma_conn_param *reject)
 {
 	struct vrdma_cm_event *ev;
 
@@ -225,17 +204,18 @@ static struct rdma_cm_id *conn_end(struct rdma_dev *d, struct rdma_cm_conn *c, u
 	case CM_RESOLVING_ADDR:
 	case CM_RESOLVING_ROUTE:
 	case CM_CONNECTING:
-		ev = queue_event(d, VRDMA_CM_EV_CONNECT_REPLY, status ? status : VRDMA_EIO, c, true);
+		ev = rdma_cm_queue_event(d, VRDMA_CM_EV_CONNECT_REPLY, status ? status : VRDMA_EIO, c,
+					 true);
 		if (reject)
 			event_pdata(ev, reject);
 		break;
 	case CM_CONNECTED:
 	case CM_CLOSING:
-		queue_event(d, VRDMA_CM_EV_CLOSED, 0, c, true);
+		rdma_cm_queue_event(d, VRDMA_CM_EV_CLOSED, 0, c, true);
 		break;
 	case CM_REQUESTED:
 		/* The peer gave up before the guest answered. */
-		queue_event(d, VRDMA_CM_EV_CLOSED, status, c, true);
+		rdma_cm_queue_event(d, VRDMA_CM_EV_CLOSED, status, c, true);
 		break;
 	case CM_ENDED:
 		return NULL;
@@ -285,9 +265,9 @@ static struct rdma_cm_id *active_event(struct rdma_dev *d, struct rdma_cm_conn *
 		if (c->state != CM_RESOLVING_ADDR)
 			return NULL;
 		if (!on_function(d, c->id))
-			return conn_end(d, c, VRDMA_ENETUNREACH, NULL);
+			return rdma_cm_conn_end(d, c, VRDMA_ENETUNREACH, NULL);
 		if (rdma_resolve_route(c->id, CM_TIMEOUT_MS))
-			return conn_end(d, c, 113 /* EHOSTUNREACH */, NULL);
+			return rdma_cm_conn_end(d, c, 113 /* EHOSTUNREACH */, NULL);
 		c->state = CM_RESOLVING_ROUTE;
 		return NULL;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
@@ -295,7 +275,7 @@ static struct rdma_cm_id *active_event(struct rdma_dev *d, struct rdma_cm_conn *
 			return NULL;
 		c->param.qp_num = c->qp->host_qpn;
 		if (rdma_connect(c->id, &c->param))
-			return conn_end(d, c, 113 /* EHOSTUNREACH */, NULL);
+			return rdma_cm_conn_end(d, c, 113 /* EHOSTUNREACH */, NULL);
 		c->state = CM_CONNECTING;
 		return NULL;
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
@@ -303,21 +283,21 @@ static struct rdma_cm_id *active_event(struct rdma_dev *d, struct rdma_cm_conn *
 			return NULL;
 		if (qp_connect(d, c) || rdma_establish(c->id)) {
 			rdma_reject(c->id, NULL, 0);
-			return conn_end(d, c, VRDMA_EIO, NULL);
+			return rdma_cm_conn_end(d, c, VRDMA_EIO, NULL);
 		}
 		c->state = CM_CONNECTED;
-		ev = queue_event(d, VRDMA_CM_EV_CONNECT_REPLY, VRDMA_OK, c, false);
+		ev = rdma_cm_queue_event(d, VRDMA_CM_EV_CONNECT_REPLY, VRDMA_OK, c, false);
 		event_pdata(ev, &e->param.conn);
 		return NULL;
 	case RDMA_CM_EVENT_REJECTED:
-		return conn_end(d, c, 111 /* ECONNREFUSED */, &e->param.conn);
+		return rdma_cm_conn_end(d, c, 111 /* ECONNREFUSED */, &e->param.conn);
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
-		return conn_end(d, c, 113 /* EHOSTUNREACH */, NULL);
+		return rdma_cm_conn_end(d, c, 113 /* EHOSTUNREACH */, NULL);
 	case RDMA_CM_EVENT_UNREACHABLE:
-		return conn_end(d, c, 110 /* ETIMEDOUT */, NULL);
+		return rdma_cm_conn_end(d, c, 110 /* ETIMEDOUT */, NULL);
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		return conn_end(d, c, 104 /* ECONNRESET */, NULL);
+		return rdma_cm_conn_end(d, c, 104 /* ECONNRESET */, NULL);
 	default:
 		return NULL;
 	}
@@ -344,7 +324,7 @@ static struct rdma_cm_id *connect_request(struct rdma_dev *d, struct rdma_cm_eve
 	c->id->context = c;
 	c->listen = l->handle;
 	c->state = CM_REQUESTED;
-	ev = queue_event(d, VRDMA_CM_EV_CONNECT_REQUEST, VRDMA_OK, c, false);
+	ev = rdma_cm_queue_event(d, VRDMA_CM_EV_CONNECT_REQUEST, VRDMA_OK, c, false);
 	event_pdata(ev, &e->param.conn);
 	return NULL;
 }
@@ -358,10 +338,18 @@ static struct rdma_cm_id *host_event(struct rdma_dev *d, struct rdma_cm_event *e
 	c = e->id->context;
 	if (!c || c->state == CM_ENDED)
 		return NULL;
+	/*
+	 * Its peer is moving (rdma-peer.c holds the QP): the peer's source
+	 * tears its id down once the move is done, and the connection goes on
+	 * with the destination, detached.  A hold nobody claims ends it
+	 * (rdma_cm_hold_lost).
+	 */
+	if (c->state == CM_CONNECTED && c->qp && c->qp->held)
+		return NULL;
 	switch (e->event) {
 	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		return conn_end(d, c, VRDMA_OK, NULL);
+		return rdma_cm_conn_end(d, c, VRDMA_OK, NULL);
 	case RDMA_CM_EVENT_ESTABLISHED:
 		/* Passive: the guest was told at CM_ACCEPT.  A disconnect it
 		 * asked for before the RTU came sent nothing: send it now. */
@@ -371,7 +359,7 @@ static struct rdma_cm_id *host_event(struct rdma_dev *d, struct rdma_cm_event *e
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
 		if (c->state == CM_CONNECTED || c->state == CM_CLOSING)
-			return conn_end(d, c, 104 /* ECONNRESET */, NULL);
+			return rdma_cm_conn_end(d, c, 104 /* ECONNRESET */, NULL);
 		return active_event(d, c, e);
 	default:
 		return active_event(d, c, e);
@@ -394,7 +382,7 @@ void rdma_cm_ready(struct vu_dev *vu, int fd, void *data)
 		    !g_hash_table_contains(d->cm_listen_ids, e->id))
 			gone = host_event(d, e);
 		rdma_ack_cm_event(e);
-		id_destroy(gone);
+		rdma_cm_id_destroy(gone);
 	}
 	rdma_flush_events(d);
 }
@@ -435,7 +423,7 @@ int rdma_cm_cmd_connect(struct rdma_dev *d, struct rdma_request *rq, struct vrdm
 	to_sockaddr(&dst, q.dst_ip, q.dst_port);
 	if (rdma_resolve_addr(c->id, (struct sockaddr *)&src, (struct sockaddr *)&dst,
 			      CM_TIMEOUT_MS)) {
-		id_destroy(conn_free(d, c));
+		rdma_cm_id_destroy(conn_free(d, c));
 		return VRDMA_ENETUNREACH;
 	}
 	memcpy(c->pdata, q.pdata, q.pdata_len);
@@ -454,12 +442,37 @@ int rdma_cm_cmd_connect(struct rdma_dev *d, struct rdma_request *rq, struct vrdm
 	return VRDMA_OK;
 }
 
+int rdma_cm_listen_on(struct rdma_dev *d, struct rdma_cm_listen *l)
+{
+	struct sockaddr_in src;
+	uint8_t ip[4];
+	int r = function_ipv4(d, ip);
+
+	if (r)
+		return r;
+	to_sockaddr(&src, ip, l->port);
+	if (rdma_create_id(d->cm_chan, &l->id, l, RDMA_PS_TCP)) {
+		l->id = NULL;
+		return VRDMA_ENOMEM;
+	}
+	if (rdma_bind_addr(l->id, (struct sockaddr *)&src))
+		r = errno == EADDRINUSE ? VRDMA_EADDRINUSE : VRDMA_EADDRNOTAVAIL;
+	else if (rdma_listen(l->id, l->backlog))
+		r = errno == EADDRINUSE ? VRDMA_EADDRINUSE : VRDMA_EIO;
+	if (r) {
+		rdma_destroy_id(l->id);
+		l->id = NULL;
+		return r;
+	}
+	g_hash_table_add(d->cm_listen_ids, l->id);
+	return VRDMA_OK;
+}
+
 int rdma_cm_cmd_listen(struct rdma_dev *d, struct rdma_request *rq, struct vrdma_handle *resp)
 {
 	static const uint8_t any[4];
 	struct vrdma_cm_listen_req q;
 	struct rdma_cm_listen *l;
-	struct sockaddr_in src;
 	uint8_t ip[4];
 	int r = rdma_check_cm_listen(rq, &q);
 
@@ -476,24 +489,14 @@ int rdma_cm_cmd_listen(struct rdma_dev *d, struct rdma_request *rq, struct vrdma
 		g_free(l);
 		return VRDMA_ENOSPC;
 	}
-	to_sockaddr(&src, ip, q.port);
-	r = VRDMA_OK;
-	if (rdma_create_id(d->cm_chan, &l->id, l, RDMA_PS_TCP)) {
-		l->id = NULL;
-		r = VRDMA_ENOMEM;
-	} else if (rdma_bind_addr(l->id, (struct sockaddr *)&src)) {
-		r = errno == EADDRINUSE ? VRDMA_EADDRINUSE : VRDMA_EADDRNOTAVAIL;
-	} else if (rdma_listen(l->id, q.backlog)) {
-		r = errno == EADDRINUSE ? VRDMA_EADDRINUSE : VRDMA_EIO;
-	}
+	l->port = q.port;
+	l->backlog = q.backlog;
+	r = rdma_cm_listen_on(d, l);
 	if (r) {
-		if (l->id)
-			rdma_destroy_id(l->id);
 		rdma_table_del(&d->cm_listens, l->handle);
 		g_free(l);
 		return r;
 	}
-	g_hash_table_add(d->cm_listen_ids, l->id);
 	resp->handle = l->handle;
 	return VRDMA_OK;
 }
@@ -551,7 +554,7 @@ int rdma_cm_cmd_accept(struct rdma_dev *d, struct rdma_request *rq)
 	if (r) {
 		rdma_reject(c->id, NULL, 0);
 		qp_to_error(d, c->qp);
-		id_destroy(conn_free(d, c));
+		rdma_cm_id_destroy(conn_free(d, c));
 		return r;
 	}
 	c->state = CM_CONNECTED;
@@ -570,7 +573,7 @@ int rdma_cm_cmd_reject(struct rdma_dev *d, struct rdma_request *rq)
 	if (!c)
 		return r;
 	rdma_reject(c->id, q.pdata_len ? q.pdata : NULL, q.pdata_len);
-	id_destroy(conn_free(d, c));
+	rdma_cm_id_destroy(conn_free(d, c));
 	return VRDMA_OK;
 }
 
@@ -589,6 +592,10 @@ int rdma_cm_cmd_disconnect(struct rdma_dev *d, struct rdma_request *rq)
 		return VRDMA_OK;
 	if (c->state != CM_CONNECTED)
 		return VRDMA_EINVAL;
+	if (c->detached) {
+		rdma_cm_detached_close(d, c);
+		return VRDMA_OK;
+	}
 	/* The host's DISCONNECTED (after the peer's reply or a timeout)
 	 * ends it with a CLOSED event. */
 	rdma_disconnect(c->id);
@@ -599,8 +606,10 @@ int rdma_cm_cmd_disconnect(struct rdma_dev *d, struct rdma_request *rq)
 
 static void listen_free(struct rdma_dev *d, struct rdma_cm_listen *l)
 {
-	g_hash_table_remove(d->cm_listen_ids, l->id);
-	rdma_destroy_id(l->id);
+	if (l->id) {
+		g_hash_table_remove(d->cm_listen_ids, l->id);
+		rdma_destroy_id(l->id);
+	}
 	rdma_table_del(&d->cm_listens, l->handle);
 	g_free(l);
 }
@@ -647,13 +656,18 @@ void rdma_cm_qp_gone(struct rdma_dev *d, struct rdma_qp *qp)
 
 	if (!c)
 		return;
+	if (c->detached) {
+		if (c->state == CM_CONNECTED)
+			rdma_cm_detached_close(d, c);
+		return;
+	}
 	c->qp = NULL;
 	qp->conn = NULL;
 	if (c->state == CM_CONNECTED) {
 		rdma_disconnect(c->id);
 		c->state = CM_CLOSING;
 	} else if (c->state != CM_CLOSING) {
-		id_destroy(conn_end(d, c, 103 /* ECONNABORTED */, NULL));
+		rdma_cm_id_destroy(rdma_cm_conn_end(d, c, 103 /* ECONNABORTED */, NULL));
 	}
 }
 
@@ -661,8 +675,9 @@ void rdma_cm_destroy_all(struct rdma_dev *d)
 {
 	void *o;
 
+	rdma_cm_detached_teardown(d);
 	while ((o = rdma_table_any(&d->cm_conns)))
-		id_destroy(conn_free(d, o));
+		rdma_cm_id_destroy(conn_free(d, o));
 	while ((o = rdma_table_any(&d->cm_listens)))
 		listen_free(d, o);
 	g_queue_clear_full(&d->cm_events, g_free);

@@ -428,6 +428,26 @@ void rdma_cm_qp_gone(struct rdma_dev *d, struct rdma_qp *qp);
 void rdma_cm_destroy_all(struct rdma_dev *d);
 void rdma_cm_fini(struct rdma_dev *d);
 
+/* rdma-cm-move.c: connections across a migration */
+struct rdma_state_writer;
+struct rdma_state_cm_listen;
+struct rdma_state_cm_conn;
+struct rdma_state_cm_event;
+/* The source, stopped: listens, connections and CM events into the state. */
+void rdma_cm_save(struct rdma_dev *d, struct rdma_state_writer *w);
+/* The destination, each record once its QPs exist; a vrdma_status. */
+int rdma_cm_restore_listen(struct rdma_dev *d, const struct rdma_state_cm_listen *rec);
+int rdma_cm_restore_conn(struct rdma_dev *d, const struct rdma_state_cm_conn *rec);
+int rdma_cm_restore_event(struct rdma_dev *d, const struct rdma_state_cm_event *rec);
+/* Peer side: the QP is connected to the moved QP now; its connection goes
+ * on detached from the host's rdma_cm. */
+void rdma_cm_peer_retargeted(struct rdma_qp *qp);
+/* Peer side: the other end of the QP's detached connection ended it
+ * (DISCONNECT); 0, or ENOENT when it is in none. */
+uint32_t rdma_cm_peer_closed(struct rdma_qp *qp);
+/* Peer side: a hold nobody claimed; the QP's connection is over. */
+void rdma_cm_hold_lost(struct rdma_qp *qp);
+
 /*
  * Host wr_ids: the slot in bits 0-31, RDMA_WRID_RECV for receives (an
  * error completion's opcode is undefined: rxe leaves it 0 on flushed
@@ -507,6 +527,9 @@ void rdma_peer_set_remote_rkeys(struct rdma_qp *qp, const struct rdma_peer_rkey 
 /* The host's rkey of an rkey of a moved peer's MR (others as they are). */
 uint32_t rdma_peer_rkey(const struct rdma_qp *qp, uint32_t rkey);
 void rdma_peer_qp_free(struct rdma_qp *qp);
+/* Each QP's detached connection ended: the back end behind its peer is
+ * told (DISCONNECT), or this daemon itself when the peer is here. */
+void rdma_peer_disconnect(struct rdma_dev *d, struct rdma_qp *const *qps, unsigned int n);
 
 /* rdma-comp.c */
 /* Translates the host completions into the guest's ring; returns how many. */

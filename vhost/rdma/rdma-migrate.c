@@ -176,6 +176,7 @@ int rdma_save_state(void *opaque, uint8_t **ret_data, size_t *ret_len)
 		if (qp && qp->moving && connected_state(qp->state))
 			save_peer(&w, qp);
 	}
+	rdma_cm_save(d, &w);
 	*ret_data = rdma_state_end(&w, ret_len);
 	if (r)
 		g_clear_pointer(ret_data, g_free);
@@ -298,6 +299,21 @@ static int load_event(void *opaque, const struct vrdma_event *ev)
 	return VRDMA_OK;
 }
 
+static int load_cm_listen(void *opaque, const struct rdma_state_cm_listen *rec)
+{
+	return rdma_cm_restore_listen(((struct loading *)opaque)->d, rec);
+}
+
+static int load_cm_conn(void *opaque, const struct rdma_state_cm_conn *rec)
+{
+	return rdma_cm_restore_conn(((struct loading *)opaque)->d, rec);
+}
+
+static int load_cm_event(void *opaque, const struct rdma_state_cm_event *rec)
+{
+	return rdma_cm_restore_event(((struct loading *)opaque)->d, rec);
+}
+
 /* A QP that moved with its peer was connected at the source's GID: here
  * the peer is at this function's (rdma_qp_apply then finds it by the
  * number the guest knows). */
@@ -373,7 +389,8 @@ int rdma_state_apply(struct rdma_dev *d)
 {
 	static const struct rdma_state_ops ops = {
 		.begin = load_begin, .pd = load_pd, .mr = load_mr, .cq = load_cq, .qp = load_qp,
-		.event = load_event, .peer = load_peer,
+		.event = load_event, .peer = load_peer, .cm_listen = load_cm_listen,
+		.cm_conn = load_cm_conn, .cm_event = load_cm_event,
 	};
 	g_autoptr(GBytes) state = g_steal_pointer(&d->incoming);
 	struct loading l = { .d = d, .qps = g_array_new(FALSE, FALSE, sizeof(struct rdma_state_qp)) };

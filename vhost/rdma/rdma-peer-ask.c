@@ -3,7 +3,9 @@
  * The moving guest's side of the peer protocol (docs/migration-rdma.md,
  * "Peers elsewhere"): at the stop, the source asks each peer's back end to
  * PAUSE the peer QP; resumed after a failed move, it asks them to RESUME;
- * the destination, once it has made the QPs again, asks them to RETARGET.
+ * the destination, once it has made the QPs again, asks them to RETARGET;
+ * either end of an rdma_cm connection that moved asks the other's to
+ * DISCONNECT when it ends.
  *
  * One TLS session per peer back end (by the pair of addresses), with one
  * request after another on it: a guest with hundreds of QPs to the same
@@ -281,6 +283,25 @@ void rdma_peer_retarget_all(struct rdma_dev *d)
 		g_clear_pointer(&qp->moving, g_free);
 		if (r)
 			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
+	}
+	sessions_close(&ss);
+}
+
+void rdma_peer_disconnect(struct rdma_dev *d, struct rdma_qp *const *qps, unsigned int n)
+{
+	struct sessions ss = { .sh = d->sh };
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct rdma_peer_request req = { .op = RDMA_PEER_DISCONNECT,
+						 .from_qpn = qps[i]->host_qpn };
+		uint8_t peer[16];
+
+		if (ends(d, qps[i], req.from_gid, peer, &req.qpn))
+			continue;
+		/* A peer in this daemon is told even with the protocol off. */
+		if (d->sh->peer ||
+		    (!memcmp(req.from_gid, peer, 16) && rdma_peer_qp_by_host_qpn(d->sh, req.qpn)))
+			ask(&ss, req.from_gid, peer, &req, NULL);
 	}
 	sessions_close(&ss);
 }

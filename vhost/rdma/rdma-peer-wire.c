@@ -45,7 +45,7 @@ int rdma_peer_request_decode(const uint8_t buf[RDMA_PEER_REQUEST_SIZE],
 	memcpy(r.token, buf + 40, RDMA_PEER_TOKEN_SIZE);
 	r.new_qpn = get_le32(buf + 56);
 	memcpy(r.new_gid, buf + 64, 16);
-	if (r.op < RDMA_PEER_PAUSE || r.op > RDMA_PEER_RETARGET || r.qpn > QPN_MAX ||
+	if (r.op < RDMA_PEER_PAUSE || r.op > RDMA_PEER_DISCONNECT || r.qpn > QPN_MAX ||
 	    r.from_qpn > QPN_MAX || r.new_qpn > QPN_MAX || r.n_rkeys > RDMA_PEER_MAX_RKEYS)
 		return -EBADMSG;
 	/* Only a RETARGET says where to, and with which keys. */

@@ -10,6 +10,8 @@
  *   RESUME    the source, resumed after a failed move: the peer goes on
  *   RETARGET  the destination, with the token from the source's state: the
  *             peer's QP is connected to the destination's QP from now on
+ *   DISCONNECT either end of an rdma_cm connection that moved ends it: the
+ *             receiver's connection ends as if a DREQ had come
  *
  * Every value is little-endian.  Pure bytes: no sockets, no verbs
  * (unit-tested and fuzzed).
@@ -32,6 +34,7 @@ enum rdma_peer_op {
 	RDMA_PEER_PAUSE = 1,
 	RDMA_PEER_RESUME = 2,
 	RDMA_PEER_RETARGET = 3,
+	RDMA_PEER_DISCONNECT = 4,
 };
 
 struct rdma_peer_rkey {

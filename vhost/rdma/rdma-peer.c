@@ -21,7 +21,10 @@
  * key (a guest has no key), each request comes from the address of the
  * GID it speaks for (a PAUSE or RESUME from the GID the QP is connected
  * to, a RETARGET from the GID it is to be connected to), and a RESUME or
- * RETARGET carries the token of the PAUSE, spent on first use.
+ * RETARGET carries the token of the PAUSE, spent on first use.  A
+ * DISCONNECT (the end of an rdma_cm connection that moved) comes from the
+ * GID the QP is connected to, and only for a connection detached from the
+ * host's rdma_cm.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -238,8 +241,22 @@ static uint32_t do_retarget(struct rdma_qp *qp, const struct rdma_peer_request *
 		return EIO;
 	}
 	rdma_peer_set_remote_rkeys(qp, rkeys, req->n_rkeys);
+	rdma_cm_peer_retargeted(qp);
 	unhold(qp);
 	return 0;
+}
+
+/* The other end of a connection that moved ended it (rdma-cm-move.c). */
+static uint32_t do_disconnect(struct rdma_qp *qp, const struct rdma_peer_request *req,
+			      const uint8_t caller[16])
+{
+	/* Held: the asker is a source the connection has moved away from. */
+	if (qp->held)
+		return EBUSY;
+	if (!connected_to(qp, req->from_gid, req->from_qpn) ||
+	    !same_bytes(caller, req->from_gid, 16))
+		return EPERM;
+	return rdma_cm_peer_closed(qp);
 }
 
 /* What a checked request does; a positive errno or 0 for the reply. */
@@ -258,8 +275,10 @@ uint32_t rdma_peer_handle(struct rdma_shared *sh, const struct rdma_peer_request
 			return EPERM;
 		unhold(qp);
 		return 0;
-	default:
+	case RDMA_PEER_RETARGET:
 		return do_retarget(qp, req, rkeys, caller);
+	default:
+		return do_disconnect(qp, req, caller);
 	}
 }
 
@@ -279,6 +298,7 @@ void rdma_peer_check_holds(struct rdma_dev *d)
 		if (qp && qp->held && now >= qp->held->deadline) {
 			g_clear_pointer(&qp->held, g_free);
 			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
+			rdma_cm_hold_lost(qp);
 			rdma_flush_events(d);
 		}
 	}

@@ -14,6 +14,10 @@
  *   PEER   le32 QP handle, le32 peer's QP number, le32 the QP's number on
  *          the source, le32 n; the peer's GID[16], the source's GID[16],
  *          token[16]; n times { le32 guest's rkey, le32 host's rkey }
+ *   CM_LISTEN  le32 handle; le16 port, backlog
+ *   CM_CONN    le32 handle, listen, QP handle (0: none), flags (bit 0: live);
+ *              local IPv4[4], remote IPv4[4]; le16 local port, remote port
+ *   CM_EVENT   le32 flags (bit 0: final, bit 1: ring); struct vrdma_cm_event
  *
  * A request is the command's payload as the guest sent it, page list
  * included, checked here by the same functions that check the guest's.
@@ -31,6 +35,11 @@
 #define PEER_PREFIX 64u
 #define FLAG_RELEASED 1u
 #define FLAG_RINGS_GONE 1u
+#define CM_LISTEN_SIZE 8u
+#define CM_CONN_SIZE 28u
+#define FLAG_LIVE 1u
+#define FLAG_FINAL 1u
+#define FLAG_RING 2u
 
 /* ---- writing ---- */
 
@@ -143,6 +152,40 @@ void rdma_state_put_peer(struct rdma_state_writer *w, const struct rdma_state_pe
 	memcpy(b + 48, peer->link.token, 16);
 	put_record(w, RDMA_STATE_PEER, b, sizeof(b), 8ull * peer->n_rkeys);
 	g_byte_array_append(w->buf, peer->rkeys, 8 * peer->n_rkeys);
+}
+
+void rdma_state_put_cm_listen(struct rdma_state_writer *w, const struct rdma_state_cm_listen *l)
+{
+	uint8_t b[CM_LISTEN_SIZE];
+
+	put_le32(b, l->handle);
+	put_le16(b + 4, l->port);
+	put_le16(b + 6, l->backlog);
+	put_record(w, RDMA_STATE_CM_LISTEN, b, sizeof(b), 0);
+}
+
+void rdma_state_put_cm_conn(struct rdma_state_writer *w, const struct rdma_state_cm_conn *c)
+{
+	uint8_t b[CM_CONN_SIZE];
+
+	put_le32(b, c->handle);
+	put_le32(b + 4, c->listen);
+	put_le32(b + 8, c->qp);
+	put_le32(b + 12, c->live ? FLAG_LIVE : 0);
+	memcpy(b + 16, c->local_ip, 4);
+	memcpy(b + 20, c->remote_ip, 4);
+	put_le16(b + 24, c->local_port);
+	put_le16(b + 26, c->remote_port);
+	put_record(w, RDMA_STATE_CM_CONN, b, sizeof(b), 0);
+}
+
+void rdma_state_put_cm_event(struct rdma_state_writer *w, const struct rdma_state_cm_event *e)
+{
+	uint8_t b[4 + sizeof(e->ev)];
+
+	put_le32(b, (e->final ? FLAG_FINAL : 0) | (e->ring ? FLAG_RING : 0));
+	memcpy(b + 4, &e->ev, sizeof(e->ev));
+	put_record(w, RDMA_STATE_CM_EVENT, b, sizeof(b), 0);
 }
 
 uint8_t *rdma_state_end(struct rdma_state_writer *w, size_t *ret_len)
@@ -269,6 +312,78 @@ static int decode_peer(const uint8_t *b, size_t len, struct rdma_state_peer *ret
 	return VRDMA_OK;
 }
 
+static int decode_cm_listen(const uint8_t *b, size_t len, struct rdma_state_cm_listen *ret)
+{
+	if (len != CM_LISTEN_SIZE)
+		return VRDMA_EINVAL;
+	*ret = (struct rdma_state_cm_listen){ .handle = get_le32(b), .port = get_le16(b + 4),
+					      .backlog = get_le16(b + 6) };
+	return handle_ok(ret->handle) && ret->port && ret->backlog &&
+			       ret->backlog <= VRDMA_CM_MAX_BACKLOG ? VRDMA_OK : VRDMA_EINVAL;
+}
+
+static int decode_cm_conn(const uint8_t *b, size_t len, struct rdma_state_cm_conn *ret)
+{
+	uint32_t flags;
+
+	if (len != CM_CONN_SIZE)
+		return VRDMA_EINVAL;
+	flags = get_le32(b + 12);
+	*ret = (struct rdma_state_cm_conn){
+		.handle = get_le32(b), .listen = get_le32(b + 4), .qp = get_le32(b + 8),
+		.live = flags & FLAG_LIVE, .local_port = get_le16(b + 24),
+		.remote_port = get_le16(b + 26),
+	};
+	memcpy(ret->local_ip, b + 16, 4);
+	memcpy(ret->remote_ip, b + 20, 4);
+	/* A live connection has its QP, an ended one none. */
+	if (!handle_ok(ret->handle) || (flags & ~FLAG_LIVE) ||
+	    (ret->listen && !handle_ok(ret->listen)) ||
+	    (ret->live ? !handle_ok(ret->qp) : ret->qp != 0))
+		return VRDMA_EINVAL;
+	return VRDMA_OK;
+}
+
+static int decode_cm_event(const uint8_t *b, size_t len, struct rdma_state_cm_event *ret)
+{
+	const struct vrdma_cm_event *ev = &ret->ev;
+	uint32_t flags;
+
+	if (len != 4 + sizeof(ret->ev))
+		return VRDMA_EINVAL;
+	flags = get_le32(b);
+	memcpy(&ret->ev, b + 4, sizeof(ret->ev));
+	ret->final = flags & FLAG_FINAL;
+	ret->ring = flags & FLAG_RING;
+	if ((flags & ~(FLAG_FINAL | FLAG_RING)) || ev->type < VRDMA_CM_EV_CONNECT_REQUEST ||
+	    ev->type > VRDMA_CM_EV_CLOSED || ev->reserved || ev->reserved2 ||
+	    ev->pdata_len > sizeof(ev->pdata) || !handle_ok(ev->conn) ||
+	    (ev->listen && !handle_ok(ev->listen)))
+		return VRDMA_EINVAL;
+	return VRDMA_OK;
+}
+
+static int decode_cm_record(uint16_t type, const uint8_t *b, size_t len,
+			    const struct rdma_state_ops *ops, void *opaque)
+{
+	struct rdma_state_cm_listen l;
+	struct rdma_state_cm_conn c;
+	struct rdma_state_cm_event e;
+	int r;
+
+	switch (type) {
+	case RDMA_STATE_CM_LISTEN:
+		r = decode_cm_listen(b, len, &l);
+		return r ? r : ops->cm_listen(opaque, &l);
+	case RDMA_STATE_CM_CONN:
+		r = decode_cm_conn(b, len, &c);
+		return r ? r : ops->cm_conn(opaque, &c);
+	default:
+		r = decode_cm_event(b, len, &e);
+		return r ? r : ops->cm_event(opaque, &e);
+	}
+}
+
 static int decode_record(uint16_t type, const uint8_t *b, size_t len,
 			 const struct rdma_limits *lim, const struct rdma_state_ops *ops,
 			 void *opaque)
@@ -297,9 +412,11 @@ static int decode_record(uint16_t type, const uint8_t *b, size_t len,
 	case RDMA_STATE_EVENT:
 		r = decode_event(b, len, &ev);
 		return r ? r : ops->event(opaque, &ev);
-	default:
+	case RDMA_STATE_PEER:
 		r = decode_peer(b, len, &peer);
 		return r ? r : ops->peer(opaque, &peer);
+	default:
+		return decode_cm_record(type, b, len, ops, opaque);
 	}
 }
 
@@ -330,7 +447,7 @@ int rdma_state_decode(const uint8_t *data, size_t len, const struct rdma_limits 
 		type = get_le16(data + off);
 		body = get_le32(data + off + 4);
 		/* Known types, in the order objects depend on each other. */
-		if (type < RDMA_STATE_PD || type > RDMA_STATE_PEER || type < last_type ||
+		if (type < RDMA_STATE_PD || type > RDMA_STATE_CM_EVENT || type < last_type ||
 		    get_le16(data + off + 2) || body > len - off - RECORD_HEADER)
 			return VRDMA_EINVAL;
 		r = decode_record(type, data + off + RECORD_HEADER, body, lim, ops, opaque);
@@ -350,6 +467,10 @@ struct whole {
 	uint32_t generation;
 	/* handles per kind, and the guest's names that must stay unique */
 	GHashTable *pds, *mrs, *cqs, *qps, *lkeys, *rkeys, *qpns, *peers;
+	/* rdma_cm: listens, connections (handle -> live + 1), the QPs in
+	 * them, and the ended connections whose final event came */
+	GHashTable *listens, *conns, *conn_qps, *finals;
+	uint32_t ended, cm_events;
 };
 
 /* Adds key to set; false when it was there already. */
@@ -428,6 +549,49 @@ static int whole_peer(void *opaque, const struct rdma_state_peer *peer)
 	return add_unique(w->peers, peer->qp) ? VRDMA_OK : VRDMA_EINVAL;
 }
 
+static int whole_cm_listen(void *opaque, const struct rdma_state_cm_listen *l)
+{
+	struct whole *w = opaque;
+
+	return g_hash_table_size(w->listens) < RDMA_CM_MAX_LISTENS &&
+			       add_unique(w->listens, l->handle) ? VRDMA_OK : VRDMA_EINVAL;
+}
+
+static int whole_cm_conn(void *opaque, const struct rdma_state_cm_conn *c)
+{
+	struct whole *w = opaque;
+
+	if (g_hash_table_size(w->conns) >= RDMA_CM_MAX_CONNS ||
+	    g_hash_table_contains(w->conns, GUINT_TO_POINTER(c->handle)))
+		return VRDMA_EINVAL;
+	g_hash_table_insert(w->conns, GUINT_TO_POINTER(c->handle), GUINT_TO_POINTER(c->live + 1u));
+	if (!c->live) {
+		w->ended++;
+		return VRDMA_OK;
+	}
+	if (!has(w->qps, c->qp))
+		return VRDMA_ENOENT;
+	/* A QP is in one connection at most. */
+	return add_unique(w->conn_qps, c->qp) ? VRDMA_OK : VRDMA_EINVAL;
+}
+
+/* Each names a connection of the state; an ended connection has exactly
+ * one final event, a live one none. */
+static int whole_cm_event(void *opaque, const struct rdma_state_cm_event *e)
+{
+	struct whole *w = opaque;
+	uint32_t kind = GPOINTER_TO_UINT(g_hash_table_lookup(w->conns,
+							     GUINT_TO_POINTER(e->ev.conn)));
+
+	if (++w->cm_events > 2 * RDMA_CM_MAX_CONNS)
+		return VRDMA_EINVAL;
+	if (!kind)
+		return VRDMA_ENOENT;
+	if (e->final && (kind != 1 || !add_unique(w->finals, e->ev.conn)))
+		return VRDMA_EINVAL;
+	return VRDMA_OK;
+}
+
 static bool fits(uint64_t need, uint64_t limit, uint64_t used)
 {
 	return used <= limit && need <= limit - used;
@@ -440,19 +604,25 @@ int rdma_state_check(const uint8_t *data, size_t len, const struct rdma_limits *
 	static const struct rdma_state_ops ops = {
 		.begin = whole_begin, .pd = whole_pd, .mr = whole_mr, .cq = whole_cq,
 		.qp = whole_qp, .event = whole_event, .peer = whole_peer,
+		.cm_listen = whole_cm_listen, .cm_conn = whole_cm_conn, .cm_event = whole_cm_event,
 	};
 	struct whole w = { 0 };
-	GHashTable **sets[] = { &w.pds,   &w.mrs,   &w.cqs,  &w.qps,
-				&w.lkeys, &w.rkeys, &w.qpns, &w.peers };
+	GHashTable **sets[] = { &w.pds,   &w.mrs,     &w.cqs,	&w.qps,	    &w.lkeys,
+				&w.rkeys, &w.qpns,    &w.peers, &w.listens, &w.conns,
+				&w.conn_qps, &w.finals };
+	uint32_t finals;
 	int r;
 
 	for (size_t i = 0; i < G_N_ELEMENTS(sets); i++)
 		*sets[i] = g_hash_table_new(NULL, NULL);
 	r = rdma_state_decode(data, len, lim, &ops, &w);
+	finals = g_hash_table_size(w.finals);
 	for (size_t i = 0; i < G_N_ELEMENTS(sets); i++)
 		g_hash_table_destroy(*sets[i]);
 	if (r)
 		return r;
+	if (finals != w.ended)
+		return VRDMA_EINVAL;
 	if (!fits(w.need.pds, limit->pds, used->pds) || !fits(w.need.mrs, limit->mrs, used->mrs) ||
 	    !fits(w.need.cqs, limit->cqs, used->cqs) || !fits(w.need.qps, limit->qps, used->qps) ||
 	    !fits(w.need.wrs, limit->wrs, used->wrs) ||

@@ -24,7 +24,9 @@
 #define RDMA_STATE_MAGIC "vrdmaST1"
 #define RDMA_STATE_VERSION 1u
 /* More records than any instance can hold objects and events. */
-#define RDMA_STATE_MAX_RECORDS (4u * RDMA_TABLE_MAX + RDMA_MAX_PENDING_EVENTS)
+#define RDMA_STATE_MAX_RECORDS                                                                     \
+	(4u * RDMA_TABLE_MAX + RDMA_MAX_PENDING_EVENTS + RDMA_CM_MAX_LISTENS +                     \
+	 3u * RDMA_CM_MAX_CONNS)
 
 enum rdma_state_type {
 	RDMA_STATE_PD = 1,
@@ -33,6 +35,9 @@ enum rdma_state_type {
 	RDMA_STATE_QP = 4,
 	RDMA_STATE_EVENT = 5,
 	RDMA_STATE_PEER = 6,
+	RDMA_STATE_CM_LISTEN = 7,
+	RDMA_STATE_CM_CONN = 8,
+	RDMA_STATE_CM_EVENT = 9,
 };
 
 /* A QP's peer elsewhere, held by its back end for this move (rdma-peer.c). */
@@ -70,6 +75,35 @@ struct rdma_state_qp {
 	struct rdma_request rq;
 };
 
+/* An rdma_cm listen: made again on the destination's address, same port. */
+struct rdma_state_cm_listen {
+	uint32_t handle;
+	uint16_t port, backlog;
+};
+
+/*
+ * An rdma_cm connection.  A live one (its QP connected, in RTR or RTS) goes
+ * on without the host's connection manager, whose ids cannot move: its
+ * end is carried by the peer protocol (DISCONNECT).  Any other is ended:
+ * its final event is among the CM_EVENT records, and its handle is freed
+ * once the guest fetched it.
+ */
+struct rdma_state_cm_conn {
+	uint32_t handle, listen;
+	uint32_t qp; /* live: the QP's handle; else 0 */
+	bool live;
+	uint8_t local_ip[4], remote_ip[4];
+	uint16_t local_port, remote_port;
+};
+
+/* A CM event the guest has not fetched; final: its connection's last (the
+ * handle goes with it); ring: the guest is told there are CM events (the
+ * source's queue was empty). */
+struct rdma_state_cm_event {
+	struct vrdma_cm_event ev;
+	bool final, ring;
+};
+
 /* What a decoded state is handed to, record by record; a nonzero return
  * (a vrdma_status or -errno) stops the decoding and is returned. */
 struct rdma_state_ops {
@@ -81,6 +115,9 @@ struct rdma_state_ops {
 	int (*qp)(void *opaque, struct rdma_state_qp *qp);
 	int (*event)(void *opaque, const struct vrdma_event *ev);
 	int (*peer)(void *opaque, const struct rdma_state_peer *peer);
+	int (*cm_listen)(void *opaque, const struct rdma_state_cm_listen *l);
+	int (*cm_conn)(void *opaque, const struct rdma_state_cm_conn *c);
+	int (*cm_event)(void *opaque, const struct rdma_state_cm_event *e);
 };
 
 /*
@@ -121,6 +158,9 @@ void rdma_state_put_qp(struct rdma_state_writer *w, const struct rdma_state_qp *
 		       const uint64_t *pages);
 void rdma_state_put_event(struct rdma_state_writer *w, const struct vrdma_event *ev);
 void rdma_state_put_peer(struct rdma_state_writer *w, const struct rdma_state_peer *peer);
+void rdma_state_put_cm_listen(struct rdma_state_writer *w, const struct rdma_state_cm_listen *l);
+void rdma_state_put_cm_conn(struct rdma_state_writer *w, const struct rdma_state_cm_conn *c);
+void rdma_state_put_cm_event(struct rdma_state_writer *w, const struct rdma_state_cm_event *e);
 /* The state's bytes (g_free them). */
 uint8_t *rdma_state_end(struct rdma_state_writer *w, size_t *ret_len);
 
