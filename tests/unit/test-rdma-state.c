@@ -454,6 +454,11 @@ static void test_garbage(void **state)
 	g_string_free(s.log, TRUE);
 }
 
+/* Quotas with room for exactly make_state()'s objects, and nothing used. */
+static const struct rdma_quota room = { .pds = 1, .mrs = 1, .cqs = 1, .qps = 1,
+					.pinned_bytes = 8192, .wrs = 6 };
+static const struct rdma_quota none = { 0 };
+
 /* What rdma_state_check() says of a state of this shape. */
 static int check_shaped(const struct shape *x, const struct rdma_quota *limit,
 			const struct rdma_quota *used)
@@ -474,9 +479,6 @@ static int check_shaped(const struct shape *x, const struct rdma_quota *limit,
  * Each is refused before anything of it is made. */
 static void test_whole_state(void **state)
 {
-	const struct rdma_quota room = { .pds = 1, .mrs = 1, .cqs = 1, .qps = 1,
-					 .pinned_bytes = 8192, .wrs = 6 };
-	const struct rdma_quota none = { 0 };
 	struct rdma_quota less;
 
 	(void)state;
@@ -523,9 +525,6 @@ static void test_whole_state(void **state)
  * state does not have, twice for one QP, or with its rkeys cut short. */
 static void test_peer_record(void **state)
 {
-	const struct rdma_quota room = { .pds = 1, .mrs = 1, .cqs = 1, .qps = 1,
-					 .pinned_bytes = 8192, .wrs = 6 };
-	const struct rdma_quota none = { 0 };
 	struct seen s = { .log = g_string_new(NULL) };
 	g_autofree uint8_t *data = NULL;
 	size_t len;
@@ -568,9 +567,6 @@ static void test_peer_record(void **state)
  */
 static void test_cm_records(void **state)
 {
-	const struct rdma_quota room = { .pds = 1, .mrs = 1, .cqs = 1, .qps = 1,
-					 .pinned_bytes = 8192, .wrs = 6 };
-	const struct rdma_quota none = { 0 };
 	struct seen s = { .log = g_string_new(NULL) };
 	g_autofree uint8_t *data = NULL;
 	size_t len;

@@ -147,14 +147,26 @@ static bool drain_sends(struct rdma_qp *qp)
 	return !qp->sq.inflight;
 }
 
-static uint32_t do_pause(struct rdma_qp *qp, const struct rdma_peer_request *req,
-			 const uint8_t caller[16])
+/* A PAUSE or DISCONNECT may be asked of a QP that is not held, by the QP
+ * it is connected to, from that QP's address: 0, EBUSY or EPERM. */
+static uint32_t asked_by_its_peer(struct rdma_qp *qp, const struct rdma_peer_request *req,
+				  const uint8_t caller[16])
 {
 	if (qp->held)
 		return EBUSY;
 	if (!connected_to(qp, req->from_gid, req->from_qpn) ||
 	    !same_bytes(caller, req->from_gid, 16))
 		return EPERM;
+	return 0;
+}
+
+static uint32_t do_pause(struct rdma_qp *qp, const struct rdma_peer_request *req,
+			 const uint8_t caller[16])
+{
+	uint32_t r = asked_by_its_peer(qp, req, caller);
+
+	if (r)
+		return r;
 	qp->held = g_new0(struct rdma_peer_link, 1);
 	memcpy(qp->held->token, req->token, RDMA_PEER_TOKEN_SIZE);
 	memcpy(qp->held->from_gid, req->from_gid, 16);
@@ -250,13 +262,10 @@ static uint32_t do_retarget(struct rdma_qp *qp, const struct rdma_peer_request *
 static uint32_t do_disconnect(struct rdma_qp *qp, const struct rdma_peer_request *req,
 			      const uint8_t caller[16])
 {
-	/* Held: the asker is a source the connection has moved away from. */
-	if (qp->held)
-		return EBUSY;
-	if (!connected_to(qp, req->from_gid, req->from_qpn) ||
-	    !same_bytes(caller, req->from_gid, 16))
-		return EPERM;
-	return rdma_cm_peer_closed(qp);
+	/* (Held: the asker is a source the connection moves away from.) */
+	uint32_t r = asked_by_its_peer(qp, req, caller);
+
+	return r ? r : rdma_cm_peer_closed(qp);
 }
 
 /* What a checked request does; a positive errno or 0 for the reply. */
