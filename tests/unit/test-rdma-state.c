@@ -149,6 +149,9 @@ struct shape {
 	bool cm_no_final;           /* the ended one without its final event */
 	bool cm_final_for_live;     /* a final event for the live one */
 	uint32_t cm_event_conn;     /* an event for this connection */
+	bool cm_two_finals;         /* the ended one's final event twice */
+	bool cm_two_rings;          /* two events that ring */
+	bool qp_in_reset;           /* the QP in RESET: no connection goes on on it */
 };
 
 /* The rdma_cm records of shape x; the QP is qp. */
@@ -187,6 +190,12 @@ static void put_cm(struct rdma_state_writer *w, const struct shape *x, uint32_t 
 	}
 	if (!x->cm_no_final)
 		rdma_state_put_cm_event(w, &ended);
+	if (x->cm_two_finals)
+		rdma_state_put_cm_event(w, &ended);
+	if (x->cm_two_rings) {
+		ended.final = false;
+		rdma_state_put_cm_event(w, &ended);
+	}
 }
 
 /* The QP's peer elsewhere, with two rkeys of a peer that moved before. */
@@ -257,6 +266,8 @@ static uint8_t *make_shaped(const struct shape *x, size_t *ret_len)
 	rdma_state_put_cq(&w, &cq, cq_pages);
 	if (x->qp_recv_cq)
 		qp.req.recv_cq = x->qp_recv_cq;
+	if (x->qp_in_reset)
+		qp.attr = (struct vrdma_modify_qp_req){ .qp = qp.handle, .attr_mask = VRDMA_QP_STATE };
 	rdma_state_put_qp(&w, &qp, qp_pages);
 	if (x->second_qp_same_qpn) {
 		qp.handle = qp.attr.qp = H(4, 1);
@@ -561,9 +572,11 @@ static void test_peer_record(void **state)
 /*
  * rdma_cm's records: a listen, a connection that goes on (on its QP) and
  * one that ended (with its final event), read back as written; refused
- * for a connection on a QP the state lacks, two on one QP, an ended one
- * without its final event, a final event for one that goes on, an event
- * of no connection, and a listen with no backlog.
+ * for a connection on a QP the state lacks or that is not connected, two
+ * on one QP, an ended one without its final event or with two, a final
+ * event for one that goes on, an event of no connection, two events that
+ * ring, a listen with no backlog, and handles no table of the limits'
+ * size hands out.
  */
 static void test_cm_records(void **state)
 {
@@ -601,6 +614,14 @@ static void test_cm_records(void **state)
 				      &room, &none), VRDMA_EINVAL);
 	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .cm_event_conn = H(5, 1) },
 				      &room, &none), VRDMA_ENOENT);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .cm_two_finals = true }, &room,
+				      &none), VRDMA_EINVAL);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .cm_two_rings = true }, &room,
+				      &none), VRDMA_EINVAL);
+	assert_int_equal(check_shaped(&(struct shape){ .cm = true, .qp_in_reset = true }, &room,
+				      &none), VRDMA_EINVAL);
+	assert_int_equal(check_shaped(&(struct shape){ .qp_in_reset = true }, &room, &none),
+			 VRDMA_OK);
 	/* Bytes the decoder refuses: a listen of backlog 0, a live
 	 * connection without its QP, an event flag nobody defined. */
 	ut_st16(data + record_at(data, 5) + 8 + 6, 0);
@@ -609,6 +630,16 @@ static void test_cm_records(void **state)
 	ut_st32(data + record_at(data, 6) + 8 + 8, 0);
 	assert_int_equal(decode(data, len, &s), VRDMA_EINVAL);
 	ut_st32(data + record_at(data, 6) + 8 + 8, H(2, 1));
+	/* An ended connection on a QP; a connection handle no table of 256
+	 * hands out. */
+	ut_st32(data + record_at(data, 7) + 8 + 8, H(2, 1));
+	assert_int_equal(decode(data, len, &s), VRDMA_EINVAL);
+	ut_st32(data + record_at(data, 7) + 8 + 8, 0);
+	ut_st32(data + record_at(data, 7) + 8, H(256, 1));
+	assert_int_equal(decode(data, len, &s), VRDMA_EINVAL);
+	ut_st32(data + record_at(data, 7) + 8, H(255, 1));
+	assert_int_equal(decode(data, len, &s), 0);
+	ut_st32(data + record_at(data, 7) + 8, H(1, 1));
 	ut_st32(data + record_at(data, 8) + 8, 4);
 	assert_int_equal(decode(data, len, &s), VRDMA_EINVAL);
 	ut_st32(data + record_at(data, 8) + 8, 3);

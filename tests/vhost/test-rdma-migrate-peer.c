@@ -519,14 +519,23 @@ static void test_move_cm_connection(void **state)
 			cm_expect_closed(&x.p, pc);
 		} else {
 			/* From where M was (its source, or a replay of it),
-			 * or without the key, a DISCONNECT ends nothing. */
+			 * from another address than M's, or without the key, a
+			 * DISCONNECT ends nothing. */
 			struct rdma_peer_request req = { .op = RDMA_PEER_DISCONNECT };
+			struct vrdma_qp_attr pa;
 
 			req.qpn = x.p.qp.qpn;
 			req.from_qpn = x.m.qp.qpn;
 			gid_of(addr_a, req.from_gid);
 			assert_int_equal(ask(psk_file, addr_a, addr_b, &req), EPERM);
 			assert_true(ask(wrong_psk_file, addr_a, addr_b, &req) < 0);
+			/* (P's guest sees M as its back end has it now.) */
+			assert_int_equal(vgd_cmd(x.p.g, VRDMA_CMD_QUERY_QP,
+						 &(struct vrdma_handle){ x.p.qp.handle },
+						 sizeof(struct vrdma_handle), &pa, sizeof(pa)), 0);
+			req.from_qpn = pa.dest_qp_num;
+			gid_of(addr_b, req.from_gid);
+			assert_int_equal(ask(psk_file, addr_a, addr_b, &req), EPERM);
 			rt_expect_no_event(x.p.g, 200);
 			post_recv(&x.m, 2, 0x2000);
 			post_recv(&x.p, 3, 0x3000);
@@ -539,6 +548,55 @@ static void test_move_cm_connection(void **state)
 		}
 		close_pair(&x);
 	}
+}
+
+struct ending {
+	struct pair *x;
+	uint32_t conn;
+};
+
+static void p_disconnects(void *arg)
+{
+	const struct ending *e = arg;
+
+	assert_int_equal(vgd_cmd(e->x->p.g, VRDMA_CMD_CM_DISCONNECT,
+				 &(struct vrdma_handle){ e->conn }, sizeof(struct vrdma_handle),
+				 NULL, 0), 0);
+}
+
+/*
+ * P's guest ends the connection while M is stopped for its move (P's QP
+ * held): P hears CLOSED as ever, and the destination, whose RETARGET the
+ * peer refuses, fails M's QP (QP_FATAL, STOPPED) and ends M's connection:
+ * M hears of the end, and no QP of either is brought back to life.
+ */
+static void test_end_during_move(void **state)
+{
+	struct vgd_opts o = { .log_all = true };
+	bool fatal = false;
+	struct vrdma_event ev;
+	struct ending end;
+	uint32_t mc, pc;
+	struct pair x;
+
+	(void)state;
+	assert_int_equal(rp_guest_open_opts(back_m1.sock, &o, &x.m), 0);
+	assert_int_equal(rp_guest_open(back_p.sock, &x.p), 0);
+	cm_connect_pair(&x, 7460, &mc, &pc);
+	post_recv(&x.p, 1, 0x1000);
+	send_one(&x.m, &x.p, 100, 1, 0x1000, 1);
+	end = (struct ending){ &x, pc };
+	assert_int_equal(vgd_migrate_between(x.m.g, back_p.sock, NULL, p_disconnects, &end), 0);
+	cm_expect_closed(&x.p, pc);
+	cm_expect_closed(&x.m, mc);
+	while (vgd_wait_event(x.m.g, 500, &ev) == 0)
+		if (ev.type == VRDMA_EV_QP_FATAL) {
+			assert_int_equal(ev.handle, x.m.qp.handle);
+			assert_int_equal(ev.data, VRDMA_QPF_STOPPED);
+			fatal = true;
+		}
+	assert_true(fatal);
+	close_pair(&x);
 }
 
 /*
@@ -591,6 +649,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_move_with_vrdma_peer),
 		cmocka_unit_test(test_move_cm_connection),
+		cmocka_unit_test(test_end_during_move),
 		cmocka_unit_test(test_move_with_native_peer),
 		cmocka_unit_test(test_forged_and_replayed_requests),
 		cmocka_unit_test(test_unclaimed_hold_fails_the_qp),

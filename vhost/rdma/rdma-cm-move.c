@@ -200,7 +200,7 @@ uint32_t rdma_cm_peer_closed(struct rdma_qp *qp)
 	return 0;
 }
 
-void rdma_cm_hold_lost(struct rdma_qp *qp)
+void rdma_cm_conn_lost(struct rdma_qp *qp)
 {
 	struct rdma_cm_conn *c = qp->conn;
 

@@ -341,8 +341,8 @@ static struct rdma_cm_id *host_event(struct rdma_dev *d, struct rdma_cm_event *e
 	/*
 	 * Its peer is moving (rdma-peer.c holds the QP): the peer's source
 	 * tears its id down once the move is done, and the connection goes on
-	 * with the destination, detached.  A hold nobody claims ends it
-	 * (rdma_cm_hold_lost).
+	 * with the destination, detached.  A hold that ends otherwise ends
+	 * it (rdma_cm_conn_lost).
 	 */
 	if (c->state == CM_CONNECTED && c->qp && c->qp->held)
 		return NULL;

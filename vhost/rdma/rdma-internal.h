@@ -445,8 +445,9 @@ void rdma_cm_peer_retargeted(struct rdma_qp *qp);
 /* Peer side: the other end of the QP's detached connection ended it
  * (DISCONNECT); 0, or ENOENT when it is in none. */
 uint32_t rdma_cm_peer_closed(struct rdma_qp *qp);
-/* Peer side: a hold nobody claimed; the QP's connection is over. */
-void rdma_cm_hold_lost(struct rdma_qp *qp);
+/* The QP cannot go on (a hold nobody claimed, a failed retarget): its
+ * connection is over, CLOSED for its guest. */
+void rdma_cm_conn_lost(struct rdma_qp *qp);
 
 /*
  * Host wr_ids: the slot in bits 0-31, RDMA_WRID_RECV for receives (an

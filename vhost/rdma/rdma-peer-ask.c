@@ -281,8 +281,10 @@ void rdma_peer_retarget_all(struct rdma_dev *d)
 			continue;
 		r = d->sh->peer ? retarget_one(&ss, d, qp) : -ENOTCONN;
 		g_clear_pointer(&qp->moving, g_free);
-		if (r)
+		if (r) {
 			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
+			rdma_cm_conn_lost(qp);
+		}
 	}
 	sessions_close(&ss);
 }

@@ -245,10 +245,19 @@ static uint32_t do_retarget(struct rdma_qp *qp, const struct rdma_peer_request *
 {
 	if (!holds(qp, req) || !same_bytes(caller, req->new_gid, 16))
 		return EPERM;
+	/* Ended while held (its guest disconnected or moved it to ERR): it
+	 * stays so, and the destination ends its side too. */
+	if (qp->state == VRDMA_QPS_ERR) {
+		g_clear_pointer(&qp->held, g_free);
+		rdma_cm_conn_lost(qp);
+		rdma_flush_events(qp->dev);
+		return ECONNRESET;
+	}
 	/* Spent: whatever happens next, this token does nothing again. */
 	if (reconnect(qp, req->new_gid, req->new_qpn)) {
 		g_clear_pointer(&qp->held, g_free);
 		rdma_qp_fatal(qp->dev, qp, VRDMA_QPF_HOST);
+		rdma_cm_conn_lost(qp);
 		rdma_flush_events(qp->dev);
 		return EIO;
 	}
@@ -265,6 +274,11 @@ static uint32_t do_disconnect(struct rdma_qp *qp, const struct rdma_peer_request
 	/* (Held: the asker is a source the connection moves away from.) */
 	uint32_t r = asked_by_its_peer(qp, req, caller);
 
+	/* A source stopped for a move: its state is written, its
+	 * connections go on from the destination (which hears of the end
+	 * when its retarget is refused). */
+	if (!r && qp->dev->quiesced)
+		r = EBUSY;
 	return r ? r : rdma_cm_peer_closed(qp);
 }
 
@@ -307,7 +321,7 @@ void rdma_peer_check_holds(struct rdma_dev *d)
 		if (qp && qp->held && now >= qp->held->deadline) {
 			g_clear_pointer(&qp->held, g_free);
 			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
-			rdma_cm_hold_lost(qp);
+			rdma_cm_conn_lost(qp);
 			rdma_flush_events(d);
 		}
 	}

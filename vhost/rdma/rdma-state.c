@@ -312,14 +312,25 @@ static int decode_peer(const uint8_t *b, size_t len, struct rdma_state_peer *ret
 	return VRDMA_OK;
 }
 
+/* A handle a table of at most limit objects hands out (rdma-table.c: its
+ * slots grow to the next power of two past the count, and the limits
+ * are powers of two): a larger index would grow the destination's table
+ * for nothing. */
+static bool index_below(uint32_t h, uint32_t limit)
+{
+	return (h & RDMA_TABLE_MAX) <= limit;
+}
+
 static int decode_cm_listen(const uint8_t *b, size_t len, struct rdma_state_cm_listen *ret)
 {
 	if (len != CM_LISTEN_SIZE)
 		return VRDMA_EINVAL;
 	*ret = (struct rdma_state_cm_listen){ .handle = get_le32(b), .port = get_le16(b + 4),
 					      .backlog = get_le16(b + 6) };
-	return handle_ok(ret->handle) && ret->port && ret->backlog &&
-			       ret->backlog <= VRDMA_CM_MAX_BACKLOG ? VRDMA_OK : VRDMA_EINVAL;
+	return handle_ok(ret->handle) && index_below(ret->handle, RDMA_CM_MAX_LISTENS) &&
+			       ret->port && ret->backlog && ret->backlog <= VRDMA_CM_MAX_BACKLOG
+		       ? VRDMA_OK
+		       : VRDMA_EINVAL;
 }
 
 static int decode_cm_conn(const uint8_t *b, size_t len, struct rdma_state_cm_conn *ret)
@@ -337,7 +348,8 @@ static int decode_cm_conn(const uint8_t *b, size_t len, struct rdma_state_cm_con
 	memcpy(ret->local_ip, b + 16, 4);
 	memcpy(ret->remote_ip, b + 20, 4);
 	/* A live connection has its QP, an ended one none. */
-	if (!handle_ok(ret->handle) || (flags & ~FLAG_LIVE) ||
+	if (!handle_ok(ret->handle) || !index_below(ret->handle, RDMA_CM_MAX_CONNS) ||
+	    (flags & ~FLAG_LIVE) ||
 	    (ret->listen && !handle_ok(ret->listen)) ||
 	    (ret->live ? !handle_ok(ret->qp) : ret->qp != 0))
 		return VRDMA_EINVAL;
@@ -470,7 +482,8 @@ struct whole {
 	/* rdma_cm: listens, connections (handle -> live + 1), the QPs in
 	 * them, and the ended connections whose final event came */
 	GHashTable *listens, *conns, *conn_qps, *finals;
-	uint32_t ended, cm_events;
+	GHashTable *connected_qps; /* QPs in RTR or RTS */
+	uint32_t ended, cm_events, rings;
 };
 
 /* Adds key to set; false when it was there already. */
@@ -529,6 +542,8 @@ static int whole_qp(void *opaque, struct rdma_state_qp *qp)
 	if (!has(w->pds, qp->req.pd) || !has(w->cqs, qp->req.send_cq) ||
 	    !has(w->cqs, qp->req.recv_cq))
 		return VRDMA_ENOENT;
+	if (qp->attr.attr.qp_state == VRDMA_QPS_RTR || qp->attr.attr.qp_state == VRDMA_QPS_RTS)
+		add_unique(w->connected_qps, qp->handle);
 	return add_unique(w->qps, qp->handle) && add_unique(w->qpns, qp->qpn) ? VRDMA_OK
 									       : VRDMA_EINVAL;
 }
@@ -571,8 +586,10 @@ static int whole_cm_conn(void *opaque, const struct rdma_state_cm_conn *c)
 	}
 	if (!has(w->qps, c->qp))
 		return VRDMA_ENOENT;
-	/* A QP is in one connection at most. */
-	return add_unique(w->conn_qps, c->qp) ? VRDMA_OK : VRDMA_EINVAL;
+	/* A connection goes on on a connected QP, and a QP is in one
+	 * connection at most. */
+	return has(w->connected_qps, c->qp) && add_unique(w->conn_qps, c->qp) ? VRDMA_OK
+									       : VRDMA_EINVAL;
 }
 
 /* Each names a connection of the state; an ended connection has exactly
@@ -583,7 +600,8 @@ static int whole_cm_event(void *opaque, const struct rdma_state_cm_event *e)
 	uint32_t kind = GPOINTER_TO_UINT(g_hash_table_lookup(w->conns,
 							     GUINT_TO_POINTER(e->ev.conn)));
 
-	if (++w->cm_events > 2 * RDMA_CM_MAX_CONNS)
+	/* (The guest is told of CM events once.) */
+	if (++w->cm_events > 2 * RDMA_CM_MAX_CONNS || (e->ring && ++w->rings > 1))
 		return VRDMA_EINVAL;
 	if (!kind)
 		return VRDMA_ENOENT;
@@ -609,7 +627,7 @@ int rdma_state_check(const uint8_t *data, size_t len, const struct rdma_limits *
 	struct whole w = { 0 };
 	GHashTable **sets[] = { &w.pds,   &w.mrs,     &w.cqs,	&w.qps,	    &w.lkeys,
 				&w.rkeys, &w.qpns,    &w.peers, &w.listens, &w.conns,
-				&w.conn_qps, &w.finals };
+				&w.conn_qps, &w.finals, &w.connected_qps };
 	uint32_t finals;
 	int r;
 

@@ -169,6 +169,12 @@ int vgd_log_start(struct vgd *g)
  */
 int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len)
 {
+	return vgd_migrate_between(g, socket_path, ret_state_len, NULL, NULL);
+}
+
+int vgd_migrate_between(struct vgd *g, const char *socket_path, size_t *ret_state_len,
+			void (*between)(void *arg), void *arg)
+{
 	struct vuf_conn *dst;
 	g_autofree uint8_t *state = NULL;
 	uint16_t base[VRDMA_NUM_VQS];
@@ -186,6 +192,8 @@ int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len)
 		r = vuf_save_device_state(g->conn, &state, &len);
 	if (r)
 		return r;
+	if (between)
+		between(arg);
 	r = vuf_conn_connect(socket_path, 5000, &dst);
 	if (r)
 		return r;

@@ -217,6 +217,11 @@ int vgd_log_start(struct vgd *g);
  * source, stopped.
  */
 int vgd_migrate(struct vgd *g, const char *socket_path, size_t *ret_state_len);
+/* The same, with between(arg) called once the source has stopped and
+ * saved its state, before the destination loads it (what happens to the
+ * guest's peers in the middle of a move). */
+int vgd_migrate_between(struct vgd *g, const char *socket_path, size_t *ret_state_len,
+			void (*between)(void *arg), void *arg);
 /* Starts every queue again where vgd_stop() left it (a migration failed). */
 int vgd_resume(struct vgd *g);
 
