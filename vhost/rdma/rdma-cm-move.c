@@ -66,9 +66,9 @@ void rdma_cm_save(struct rdma_dev *d, struct rdma_state_writer *w)
 		rdma_cm_conn_addresses(c);
 		rec = (struct rdma_state_cm_conn){
 			.handle = c->handle, .listen = c->listen, .live = goes_on(c),
-			.qp = goes_on(c) ? c->qp->handle : 0,
 			.local_port = c->local_port, .remote_port = c->remote_port,
 		};
+		rec.qp = rec.live ? c->qp->handle : 0;
 		memcpy(rec.local_ip, c->local_ip, 4);
 		memcpy(rec.remote_ip, c->remote_ip, 4);
 		rdma_state_put_cm_conn(w, &rec);
@@ -195,7 +195,7 @@ uint32_t rdma_cm_peer_closed(struct rdma_qp *qp)
 
 	if (!c || !c->detached || c->state != CM_CONNECTED)
 		return ENOENT;
-	rdma_cm_id_destroy(rdma_cm_conn_end(qp->dev, c, VRDMA_OK, NULL));
+	rdma_cm_conn_lost(qp);
 	rdma_flush_events(qp->dev);
 	return 0;
 }

@@ -127,6 +127,15 @@ static bool connected_to(struct rdma_qp *qp, const uint8_t gid[16], uint32_t qpn
 	       !memcmp(a.ah_attr.grh.dgid.raw, gid, 16);
 }
 
+/* The hold ends without the move it was for (the QP failed, or was
+ * already in ERR): the QP's connection is over too. */
+static void hold_failed(struct rdma_qp *qp)
+{
+	g_clear_pointer(&qp->held, g_free);
+	rdma_cm_conn_lost(qp);
+	rdma_flush_events(qp->dev);
+}
+
 static void unhold(struct rdma_qp *qp)
 {
 	g_clear_pointer(&qp->held, g_free);
@@ -248,17 +257,13 @@ static uint32_t do_retarget(struct rdma_qp *qp, const struct rdma_peer_request *
 	/* Ended while held (its guest disconnected or moved it to ERR): it
 	 * stays so, and the destination ends its side too. */
 	if (qp->state == VRDMA_QPS_ERR) {
-		g_clear_pointer(&qp->held, g_free);
-		rdma_cm_conn_lost(qp);
-		rdma_flush_events(qp->dev);
+		hold_failed(qp);
 		return ECONNRESET;
 	}
 	/* Spent: whatever happens next, this token does nothing again. */
 	if (reconnect(qp, req->new_gid, req->new_qpn)) {
-		g_clear_pointer(&qp->held, g_free);
 		rdma_qp_fatal(qp->dev, qp, VRDMA_QPF_HOST);
-		rdma_cm_conn_lost(qp);
-		rdma_flush_events(qp->dev);
+		hold_failed(qp);
 		return EIO;
 	}
 	rdma_peer_set_remote_rkeys(qp, rkeys, req->n_rkeys);
@@ -319,10 +324,8 @@ void rdma_peer_check_holds(struct rdma_dev *d)
 		 * without a word; the connection fails instead.
 		 */
 		if (qp && qp->held && now >= qp->held->deadline) {
-			g_clear_pointer(&qp->held, g_free);
 			rdma_qp_fatal(d, qp, VRDMA_QPF_STOPPED);
-			rdma_cm_conn_lost(qp);
-			rdma_flush_events(d);
+			hold_failed(qp);
 		}
 	}
 }
