@@ -32,6 +32,8 @@ struct dest {
 	uint32_t flags;
 	uint64_t t_start;
 	bool source_gave_up; /* it sent FAIL: no need to tell it ours */
+	bool owner_done;     /* the owner heard COMPLETED: it owns the guest */
+	uint16_t handoff_port;
 };
 
 static void emit(struct dest *d, enum mig_event_type type)
@@ -45,6 +47,38 @@ static int fail(struct dest *d, enum mig_failure why, int err)
 }
 
 /*
+ * One look for the source's next message: 1 (in *m), 0 (none yet), -errno.
+ * A destination owner that died (a killed QEMU) cannot take the guest:
+ * that fails now, so that the source resumes now, not after the last round.
+ */
+static int try_recv_msg(struct dest *d, struct peer_msg *m)
+{
+	struct xport_completion c;
+	int r = xport_poll(d->conn, &c, 1);
+
+	if (r < 0)
+		return fail(d, MIG_FAIL_PEER, r);
+	if (r == 1 && c.status)
+		return fail(d, MIG_FAIL_PEER, c.status);
+	if (r == 1 && c.op == XPORT_OP_RECV) {
+		r = peer_msg_decode(c.data, c.len, m);
+		if (r < 0)
+			return fail(d, MIG_FAIL_PROTOCOL, r);
+		if (m->type == PEER_MSG_FAIL) {
+			d->source_gave_up = true;
+			return fail(d, MIG_FAIL_PEER, m->u.error ? -m->u.error : -EIO);
+		}
+		return 1;
+	}
+	if (r == 1)
+		return 0; /* our own sends completing */
+	if (d->cfg->cancel && *d->cfg->cancel)
+		return fail(d, MIG_FAIL_CANCELLED, -ECANCELED);
+	r = d->owner && !d->owner_done ? owner_session_check_idle(d->owner) : 0;
+	return r < 0 ? fail(d, MIG_FAIL_OWNER, r) : 0;
+}
+
+/*
  * Next message from the source.  The source sends at least a PROGRESS a
  * second while it works, so silence longer than peer_timeout_ms means it
  * is gone even if no transport error says so.
@@ -54,37 +88,12 @@ static int recv_msg(struct dest *d, struct peer_msg *m)
 	uint64_t deadline = monotonic_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
 
 	for (;;) {
-		struct xport_completion c;
-		int r = xport_poll(d->conn, &c, 1);
+		int r = try_recv_msg(d, m);
 
-		if (r < 0)
-			return fail(d, MIG_FAIL_PEER, r);
-		if (r == 1 && c.status)
-			return fail(d, MIG_FAIL_PEER, c.status);
-		if (r == 1 && c.op == XPORT_OP_RECV) {
-			r = peer_msg_decode(c.data, c.len, m);
-			if (r < 0)
-				return fail(d, MIG_FAIL_PROTOCOL, r);
-			if (m->type == PEER_MSG_FAIL) {
-				d->source_gave_up = true;
-				return fail(d, MIG_FAIL_PEER, m->u.error ? -m->u.error : -EIO);
-			}
-			return 0;
-		}
-		if (r == 1)
-			continue; /* our own sends completing */
-		if (d->cfg->cancel && *d->cfg->cancel)
-			return fail(d, MIG_FAIL_CANCELLED, -ECANCELED);
+		if (r != 0)
+			return r < 0 ? r : 0;
 		if (monotonic_ns() > deadline)
 			return fail(d, MIG_FAIL_PEER, -ETIMEDOUT);
-		/*
-		 * A destination owner that died (a killed QEMU) cannot take the
-		 * guest: fail now, so that the source resumes now, not after
-		 * the last round.
-		 */
-		r = d->owner ? owner_session_check_idle(d->owner) : 0;
-		if (r < 0)
-			return fail(d, MIG_FAIL_OWNER, r);
 		xport_wait(d->conn, 100);
 	}
 }
@@ -123,6 +132,9 @@ static int check_layout(struct dest *d)
 		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
 	same = nblocks == d->owner->nblocks;
 	d->flags = m.u.layout.flags;
+	/* The device state follows the RAM only if both sides drive QEMU. */
+	if (!(d->flags & PEER_FLAG_HANDOFF) != !d->cfg->handoff)
+		return fail(d, MIG_FAIL_SETUP, -EPROTONOSUPPORT);
 	/* Every block the source announced is read, even after a mismatch:
 	 * closing on unread bytes resets the connection, and the source
 	 * would then see a broken peer instead of our FAIL. */
@@ -255,6 +267,18 @@ static int receive_pages(struct dest *d)
 	return 0;
 }
 
+/* Until the source hangs up (at most 10 s): what we sent last is read. */
+static void wait_hang_up(struct dest *d)
+{
+	for (int i = 0; i < 100; i++) {
+		struct xport_completion c;
+
+		if (xport_poll(d->conn, &c, 1) < 0)
+			break;
+		xport_wait(d->conn, 100);
+	}
+}
+
 static int finish(struct dest *d)
 {
 	struct peer_msg m = { .type = PEER_MSG_READY };
@@ -285,21 +309,61 @@ static int finish(struct dest *d)
 	r = owner_session_finish(d->owner, OWNER_MSG_COMPLETED, 0);
 	if (r < 0)
 		return fail(d, MIG_FAIL_OWNER, r);
+	d->owner_done = true;
+	/* Listening may fail: the source must still be able to resume. */
+	if (d->cfg->handoff) {
+		r = d->cfg->handoff->listen(d->cfg->handoff->opaque, &d->handoff_port);
+		if (r < 0)
+			return fail(d, MIG_FAIL_FRONTEND, r);
+	}
 	m.type = PEER_MSG_COMMITTED;
 	r = send_msg(d, &m, 0);
+	if (d->cfg->handoff)
+		return r;
 	/*
 	 * The source hangs up once it has read COMMITTED.  Closing first could
 	 * reset a tcp connection and destroy COMMITTED unread, leaving both
 	 * sides believing they own the guest.
 	 */
-	for (int i = 0; r == 0 && i < 100; i++) {
-		struct xport_completion c;
-
-		if (xport_poll(d->conn, &c, 1) < 0)
-			break;
-		xport_wait(d->conn, 100);
-	}
+	if (r == 0)
+		wait_hang_up(d);
 	return 0;
+}
+
+/*
+ * The device state (--qmp on both sides): our QEMU listens on the port
+ * HANDOFF names, the source's QEMU sends, and RESULT tells the source
+ * whether ours loaded it; the source gives up on its guest only then.
+ */
+static int hand_over(struct dest *d)
+{
+	const struct mig_handoff *h = d->cfg->handoff;
+	uint64_t deadline = monotonic_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
+	struct peer_msg m = { .type = PEER_MSG_HANDOFF, .u.port = d->handoff_port };
+	int r = send_msg(d, &m, 0), loaded = 0;
+
+	while (r == 0 && loaded == 0) {
+		loaded = h->loaded(h->opaque);
+		if (loaded != 0)
+			break;
+		r = try_recv_msg(d, &m);
+		if (r > 0)
+			r = fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+		else if (r == 0 && monotonic_ns() > deadline)
+			r = fail(d, MIG_FAIL_FRONTEND, -ETIMEDOUT);
+		else if (r == 0)
+			xport_wait(d->conn, 50);
+	}
+	if (r < 0)
+		return r;
+	if (loaded < 0)
+		fail(d, MIG_FAIL_FRONTEND, loaded);
+	m.type = PEER_MSG_RESULT;
+	m.u.error = loaded < 0 ? -loaded : 0;
+	r = send_msg(d, &m, 0);
+	if (r == 0)
+		wait_hang_up(d);
+	return loaded < 0 ? loaded : r;
 }
 
 int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
@@ -319,15 +383,21 @@ int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 		r = finish(&d);
 		committed = r == 0;
 	}
-	if (committed) {
+	if (committed && cfg->handoff)
+		r = hand_over(&d);
+	if (committed && r == 0) {
 		ret_stats->status = "completed";
 		emit(&d, MIG_EV_COMPLETED);
+	} else if (committed) {
+		/* The source heard RESULT, or gave up itself: no FAIL. */
+		ret_stats->status = "failed";
+		emit(&d, MIG_EV_FAILED);
 	} else {
 		/* Best effort: the source may already be gone. */
 		if (!d.source_gave_up)
 			peer_send_fail(d.conn, r, PEER_FAIL_TIMEOUT_MS);
 		/* The owner discards what arrived. */
-		if (d.owner)
+		if (d.owner && !d.owner_done)
 			owner_session_finish(d.owner, OWNER_MSG_ABORT, r);
 		ret_stats->status = "failed";
 		emit(&d, MIG_EV_FAILED);

@@ -19,6 +19,27 @@
 #include "converge.h"
 #include "xport.h"
 
+/*
+ * The device-state hand-off, when each engine also drives its QEMU
+ * (vrdma-migrate --qmp): once the destination owns the RAM, its QEMU
+ * listens, the source's QEMU sends the device state by its own migration
+ * stream, and the destination tells the source whether its QEMU loaded it.
+ * Set on both sides or on neither: the destination refuses a mismatch
+ * (-EPROTONOSUPPORT, MIG_FAIL_SETUP).  No call may block for long: the
+ * engine polls the done calls between looks at its peer.
+ */
+struct mig_handoff {
+	/* dst, before COMMITTED: the front end listens, on *ret_port. */
+	int (*listen)(void *opaque, uint16_t *ret_port);
+	/* dst: 1 once the front end has loaded the state, 0 not yet, -errno. */
+	int (*loaded)(void *opaque);
+	/* src: the front end starts sending to the destination's port. */
+	int (*send)(void *opaque, uint16_t port);
+	/* src: 1 once everything left, 0 not yet, -errno. */
+	int (*sent)(void *opaque);
+	void *opaque;
+};
+
 struct mig_cfg {
 	const char *owner_path;
 	const char *host; /* send: destination; incoming: address to listen on */
@@ -30,6 +51,7 @@ struct mig_cfg {
 	int owner_timeout_ms;   /* owner replies */
 	int peer_timeout_ms;    /* silence from the peer before giving up */
 	const volatile sig_atomic_t *cancel; /* set by a signal handler */
+	const struct mig_handoff *handoff;   /* NULL: the device state is not ours */
 };
 
 void mig_cfg_default(struct mig_cfg *cfg);
@@ -43,6 +65,8 @@ enum mig_failure {
 	MIG_FAIL_VERIFY,   /* hashes differ */
 	MIG_FAIL_CANCELLED,
 	MIG_FAIL_SETUP,    /* layouts differ, registration failed, ... */
+	MIG_FAIL_FRONTEND, /* hand-off: this host's QEMU refused or failed */
+	MIG_FAIL_PEER_FRONTEND, /* hand-off: the destination's QEMU did not load */
 };
 
 /* Shaped like QEMU's query-migrate. */
@@ -50,7 +74,9 @@ struct mig_stats {
 	const char *status; /* "setup", "active", "device" (stop-and-copy), "completed", "failed" */
 	enum xport_kind transport;
 	unsigned channels;
-	uint64_t total_time_ms, setup_time_ms, downtime_ms;
+	/* With a hand-off, downtime runs until the destination's QEMU has the
+	 * device state; handoff_ms is that last part. */
+	uint64_t total_time_ms, setup_time_ms, downtime_ms, handoff_ms;
 	uint64_t expected_downtime_ms;
 	uint64_t ram_total;       /* bytes */
 	uint64_t ram_transferred; /* bytes on the wire (payload) */

@@ -22,7 +22,9 @@ static size_t payload_size(enum peer_msg_type type, uint32_t nblocks)
 	case PEER_MSG_READY:
 	case PEER_MSG_COMMIT:
 	case PEER_MSG_COMMITTED: return 0;
-	case PEER_MSG_FAIL: return 4;
+	case PEER_MSG_HANDOFF: return 8;
+	case PEER_MSG_FAIL:
+	case PEER_MSG_RESULT: return 4;
 	}
 	return SIZE_MAX;
 }
@@ -63,7 +65,11 @@ size_t peer_msg_encode(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 		for (uint32_t i = 0; i < n; i++)
 			put_le64(p + 8 + 8 * i, m->u.hashes.hash[i]);
 		break;
+	case PEER_MSG_HANDOFF:
+		put_le32(p, m->u.port);
+		break;
 	case PEER_MSG_FAIL:
+	case PEER_MSG_RESULT:
 		put_le32(p, (uint32_t)m->u.error);
 		break;
 	default:
@@ -82,7 +88,7 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 		if (m->u.layout.version != PEER_PROTO_VERSION)
 			return -EPROTONOSUPPORT;
 		if (m->u.layout.nblocks < 1 || m->u.layout.nblocks > OWNER_MAX_BLOCKS ||
-		    (m->u.layout.flags & ~PEER_FLAG_VERIFY) || get_le32(p + 12))
+		    (m->u.layout.flags & ~(PEER_FLAG_VERIFY | PEER_FLAG_HANDOFF)) || get_le32(p + 12))
 			return -EBADMSG;
 		return 0;
 	case PEER_MSG_BLOCK:
@@ -117,7 +123,14 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 		for (uint32_t i = 0; i < m->u.hashes.nblocks; i++)
 			m->u.hashes.hash[i] = get_le64(p + 8 + 8 * i);
 		return 0;
+	case PEER_MSG_HANDOFF:
+		/* Port 0 is no port: QEMU listens on a real one. */
+		if (get_le32(p) < 1 || get_le32(p) > UINT16_MAX || get_le32(p + 4))
+			return -EBADMSG;
+		m->u.port = (uint16_t)get_le32(p);
+		return 0;
 	case PEER_MSG_FAIL:
+	case PEER_MSG_RESULT:
 		m->u.error = (int32_t)get_le32(p);
 		return m->u.error >= 0 && m->u.error <= MAX_ERRNO ? 0 : -EBADMSG;
 	default:

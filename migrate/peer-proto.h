@@ -18,6 +18,8 @@
 #define PEER_HDR_SIZE 16
 #define PEER_MAX_MSG (PEER_HDR_SIZE + 8 + 8 * OWNER_MAX_BLOCKS)
 #define PEER_FLAG_VERIFY (1u << 0)
+/* Both engines drive their QEMUs (--qmp): the device state follows COMMITTED. */
+#define PEER_FLAG_HANDOFF (1u << 1)
 
 enum peer_msg_type {
 	PEER_MSG_LAYOUT = 1, /* src: version, nblocks, flags */
@@ -30,6 +32,9 @@ enum peer_msg_type {
 	PEER_MSG_COMMIT,     /* src: the destination owns the guest now */
 	PEER_MSG_COMMITTED,  /* dst: acknowledged */
 	PEER_MSG_FAIL,       /* either: giving up, error */
+	/* With PEER_FLAG_HANDOFF, after COMMITTED: */
+	PEER_MSG_HANDOFF,    /* dst: its QEMU listens for the device state on this port */
+	PEER_MSG_RESULT,     /* dst: its QEMU loaded the device state (0) or failed */
 };
 
 struct peer_msg {
@@ -58,7 +63,8 @@ struct peer_msg {
 			uint32_t nblocks;
 			uint64_t hash[OWNER_MAX_BLOCKS];
 		} hashes;
-		int32_t error; /* positive errno */
+		uint16_t port;  /* HANDOFF */
+		int32_t error; /* FAIL, RESULT: positive errno */
 	} u;
 };
 

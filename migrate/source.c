@@ -56,6 +56,7 @@ struct source {
 	enum mig_failure dest_fail_class;
 	bool dest_gave_up; /* it sent FAIL: no need to tell it ours */
 	uint64_t round_t0, round_bytes0; /* the round being sent */
+	uint64_t t_stop;                 /* the guest stopped here */
 };
 
 static uint64_t peer_deadline(const struct source *s)
@@ -162,36 +163,42 @@ static int peer_send(struct source *s, const struct peer_msg *m, unsigned channe
 	}
 }
 
+/* One look for the destination's next message: 1 (in *m), 0 (none yet), -errno. */
+static int peer_try_recv(struct source *s, struct peer_msg *m)
+{
+	struct xport_completion c;
+	int r = xport_poll(s->conn, &c, 1);
+
+	if (r < 0)
+		return peer_fail(s, r);
+	if (r == 1 && c.status)
+		return peer_fail(s, c.status);
+	if (r == 1 && c.op == XPORT_OP_RECV) {
+		r = peer_msg_decode(c.data, c.len, m);
+		if (r < 0)
+			return fail(s, MIG_FAIL_PROTOCOL, r);
+		if (m->type == PEER_MSG_FAIL) {
+			s->dest_gave_up = true;
+			return fail(s, s->dest_fail_class, m->u.error ? -m->u.error : -EIO);
+		}
+		return 1;
+	}
+	return check_cancel(s);
+}
+
 /* Waits for the destination's next message. */
 static int peer_recv(struct source *s, struct peer_msg *m)
 {
 	uint64_t deadline = peer_deadline(s);
 
 	for (;;) {
-		struct xport_completion c;
-		int r = xport_poll(s->conn, &c, 1);
+		int r = peer_try_recv(s, m);
 
-		if (r < 0)
-			return peer_fail(s, r);
-		if (r == 1 && c.status)
-			return peer_fail(s, c.status);
-		if (r == 1 && c.op == XPORT_OP_RECV) {
-			r = peer_msg_decode(c.data, c.len, m);
-			if (r < 0)
-				return fail(s, MIG_FAIL_PROTOCOL, r);
-			if (m->type == PEER_MSG_FAIL) {
-				s->dest_gave_up = true;
-				return fail(s, s->dest_fail_class, m->u.error ? -m->u.error : -EIO);
-			}
-			return 0;
-		}
-		r = check_cancel(s);
-		if (r < 0)
-			return r;
+		if (r != 0)
+			return r < 0 ? r : 0;
 		if (monotonic_ns() > deadline)
 			return fail(s, MIG_FAIL_PEER, -ETIMEDOUT);
-		if (r == 0)
-			xport_wait(s->conn, 100);
+		xport_wait(s->conn, 100);
 	}
 }
 
@@ -540,9 +547,9 @@ static int stop_and_copy(struct source *s)
 {
 	struct peer_msg m = { .type = PEER_MSG_DONE };
 	uint64_t hashes[OWNER_MAX_BLOCKS];
-	uint64_t t_stop = monotonic_ns();
 	int r;
 
+	s->t_stop = monotonic_ns();
 	s->st->status = "device";
 	emit(s, MIG_EV_STOP_COPY);
 	r = owner_session_stop(s->owner, s->cfg->owner_timeout_ms);
@@ -581,8 +588,54 @@ static int stop_and_copy(struct source *s)
 		r = peer_recv(s, &m);
 	if (r == 0 && m.type != PEER_MSG_COMMITTED)
 		r = fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
-	s->st->downtime_ms = (monotonic_ns() - t_stop) / 1000000;
+	s->st->downtime_ms = (monotonic_ns() - s->t_stop) / 1000000;
 	return r;
+}
+
+/*
+ * The device state, after COMMITTED (--qmp on both sides): our QEMU sends
+ * it to the port the destination names, and the destination says whether
+ * its QEMU loaded it.  The guest stays stopped all along: downtime runs on.
+ */
+static int hand_over(struct source *s)
+{
+	const struct mig_handoff *h = s->cfg->handoff;
+	uint64_t t0 = monotonic_ns(), deadline = peer_deadline(s);
+	bool have_result = false, sent = false;
+	struct peer_msg m;
+	int r = peer_recv(s, &m);
+
+	if (r < 0)
+		return r;
+	if (m.type != PEER_MSG_HANDOFF)
+		return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+	r = h->send(h->opaque, m.u.port);
+	if (r < 0)
+		return fail(s, MIG_FAIL_FRONTEND, r);
+	/* The destination may answer before our QEMU says it is done. */
+	while (!sent || !have_result) {
+		if (!sent) {
+			r = h->sent(h->opaque);
+			if (r < 0)
+				return fail(s, MIG_FAIL_FRONTEND, r);
+			sent = r > 0;
+		}
+		r = have_result ? check_cancel(s) : peer_try_recv(s, &m);
+		if (r < 0)
+			return r;
+		if (r > 0 && m.type != PEER_MSG_RESULT)
+			return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+		if (r > 0 && m.u.error)
+			return fail(s, MIG_FAIL_PEER_FRONTEND, -m.u.error);
+		have_result = have_result || r > 0;
+		if (monotonic_ns() > deadline)
+			return fail(s, sent ? MIG_FAIL_PEER : MIG_FAIL_FRONTEND, -ETIMEDOUT);
+		if (!sent || !have_result)
+			xport_wait(s->conn, 50);
+	}
+	s->st->handoff_ms = (monotonic_ns() - t0) / 1000000;
+	s->st->downtime_ms = (monotonic_ns() - s->t_stop) / 1000000;
+	return 0;
 }
 
 /* Tells the destination our layout, so it can start registering its RAM. */
@@ -591,7 +644,8 @@ static int send_layout(struct source *s)
 	struct peer_msg m = {
 		.type = PEER_MSG_LAYOUT,
 		.u.layout = { .version = PEER_PROTO_VERSION, .nblocks = s->nblocks,
-			      .flags = s->cfg->verify ? PEER_FLAG_VERIFY : 0 },
+			      .flags = (s->cfg->verify ? PEER_FLAG_VERIFY : 0) |
+				       (s->cfg->handoff ? PEER_FLAG_HANDOFF : 0) },
 	};
 	int r = peer_send(s, &m, 0);
 
@@ -707,6 +761,7 @@ int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 {
 	struct source s = { .cfg = cfg, .fn = fn, .opaque = opaque, .st = ret_stats,
 			    .dest_fail_class = MIG_FAIL_PEER };
+	bool ram_moved = false;
 	int r;
 
 	memset(ret_stats, 0, sizeof(*ret_stats));
@@ -718,14 +773,22 @@ int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 	if (r == 0)
 		r = stop_and_copy(&s);
 	if (r == 0) {
+		/* The owner lets its QEMU send the device state only now. */
 		owner_session_finish(s.owner, OWNER_MSG_COMPLETED, 0);
+		ram_moved = true;
+		if (cfg->handoff)
+			r = hand_over(&s);
+	}
+	if (r == 0) {
 		ret_stats->status = "completed";
 		ret_stats->ram_remaining = 0;
 		emit(&s, MIG_EV_COMPLETED);
 	} else {
 		tell_peer_failure(&s);
-		/* Whatever happened, the source guest keeps running. */
-		if (s.owner)
+		/* Whatever happened, the source guest keeps running: its owner
+		 * resumes it, or, once the RAM has moved, its QEMU does when its
+		 * own migration fails or the caller tells it (the hand-off). */
+		if (s.owner && !ram_moved)
 			owner_session_finish(s.owner, OWNER_MSG_RESUME, r);
 		ret_stats->status = "failed";
 		emit(&s, MIG_EV_FAILED);

@@ -26,6 +26,7 @@
 #include "parse-num.h"
 #include "program.h"
 #include "prom.h"
+#include "qemu-ctl.h"
 #include "util.h"
 #include "xport-wire.h"
 
@@ -38,6 +39,8 @@ enum exit_code {
 	EXIT_PROTOCOL = 5,
 	EXIT_CANCELLED = 6,
 	EXIT_SETUP = 7,
+	EXIT_QEMU = 8,      /* --qmp: this host's QEMU refused a step or failed */
+	EXIT_PEER_QEMU = 9, /* --qmp, send: the destination's QEMU did not load the guest */
 };
 
 struct cli {
@@ -49,6 +52,8 @@ struct cli {
 	const char *metrics_instance; /* --metrics-instance: the vm="..." label */
 	bool metrics_warned;
 	struct xport_auth_cfg auth; /* --tls-creds, --psk-file, --tls-hostname */
+	const char *qmp_path;       /* --qmp */
+	uint16_t state_port;        /* --state-port */
 };
 
 static volatile sig_atomic_t cancelled;
@@ -59,6 +64,12 @@ static const char *failure_reason(enum mig_failure f, int err)
 	if (f == MIG_FAIL_SETUP && err == -EBADMSG)
 		return "the two guests' RAM layouts differ (number, names or sizes of the "
 		       "RAM blocks: compare both QEMUs' -m and memory backends)";
+	if (f == MIG_FAIL_PEER_FRONTEND)
+		return "the destination's QEMU did not load the guest's device state (its log "
+		       "there says why)";
+	if (f == MIG_FAIL_SETUP && err == -EPROTONOSUPPORT)
+		return "one engine drives its QEMU (--qmp) and the other does not: give --qmp "
+		       "on both hosts, or --owner on both";
 	return strerror(-err);
 }
 
@@ -81,6 +92,8 @@ static void add_stats(JsonBuilder *b, const struct mig_stats *st)
 	json_out_int(b, "total-time", (gint64)st->total_time_ms);
 	json_out_int(b, "setup-time", (gint64)st->setup_time_ms);
 	json_out_int(b, "downtime", (gint64)st->downtime_ms);
+	if (st->handoff_ms)
+		json_out_int(b, "device-state-time", (gint64)st->handoff_ms);
 	if (st->expected_downtime_ms != UINT64_MAX)
 		json_out_int(b, "expected-downtime", (gint64)st->expected_downtime_ms);
 	if (st->stop_reason) {
@@ -250,6 +263,9 @@ static void print_summary(const struct mig_stats *st)
 	printf("total time: %llu ms, setup: %llu ms, downtime: %llu ms\n",
 	       (unsigned long long)st->total_time_ms, (unsigned long long)st->setup_time_ms,
 	       (unsigned long long)st->downtime_ms);
+	if (st->handoff_ms)
+		printf("device state by QEMU's stream: %llu ms (part of the downtime)\n",
+		       (unsigned long long)st->handoff_ms);
 	printf("ram: total %.1f MiB, transferred %.1f MiB, zero pages skipped %llu, "
 	       "pages sent %llu, rounds %llu, dirty syncs %llu\n",
 	       mib(st->ram_total), mib(st->ram_transferred),
@@ -271,6 +287,8 @@ static int exit_code(const struct mig_stats *st)
 	case MIG_FAIL_VERIFY: return EXIT_VERIFY;
 	case MIG_FAIL_CANCELLED: return EXIT_CANCELLED;
 	case MIG_FAIL_SETUP: return EXIT_SETUP;
+	case MIG_FAIL_FRONTEND: return EXIT_QEMU;
+	case MIG_FAIL_PEER_FRONTEND: return EXIT_PEER_QEMU;
 	}
 	return EXIT_PEER;
 }
@@ -284,6 +302,8 @@ static const char *failure_text(enum mig_failure f)
 	case MIG_FAIL_VERIFY: return "verification: destination image differs";
 	case MIG_FAIL_CANCELLED: return "cancelled";
 	case MIG_FAIL_SETUP: return "setup";
+	case MIG_FAIL_FRONTEND: return "this host's QEMU";
+	case MIG_FAIL_PEER_FRONTEND: return "the destination's QEMU";
 	default: return "unknown";
 	}
 }
@@ -291,14 +311,22 @@ static const char *failure_text(enum mig_failure f)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: vrdma-migrate incoming --listen HOST:PORT --owner SOCKET [options]\n"
-		"       vrdma-migrate send --to HOST:PORT --owner SOCKET [options]\n"
+		"Usage: vrdma-migrate incoming --listen HOST:PORT --qmp SOCKET [options]\n"
+		"       vrdma-migrate send --to HOST:PORT --qmp SOCKET [options]\n"
+		"       vrdma-migrate incoming|send ... --owner SOCKET [options]\n"
 		"\n"
-		"Live-migrates guest RAM between two memory owners: QEMU 7.2 with\n"
-		"qemu-patches/ (x-vrdma-owner-listen; device state follows through QEMU's\n"
-		"own stream with x-ignore-shared), or vrdma-guestsim.\n"
+		"Live-migrates a guest between two hosts, one command on each. With --qmp\n"
+		"the engine drives its QEMU (7.2 with qemu-patches/) itself: guest RAM by\n"
+		"the engine, then the device state by QEMU's own stream, and at the end\n"
+		"the source QEMU quits and the guest runs on the destination. With --owner\n"
+		"it moves the RAM of a memory owner only (QEMU after x-vrdma-owner-listen,\n"
+		"or vrdma-guestsim) and the caller does the rest.\n"
 		"\n"
-		"  --owner SOCKET        the memory owner's UNIX socket (required)\n"
+		"  --qmp SOCKET          the local QEMU's QMP UNIX socket; the destination's\n"
+		"                        QEMU waits with -incoming defer\n"
+		"  --owner SOCKET        a memory owner's UNIX socket (instead of --qmp)\n"
+		"  --state-port PORT     incoming --qmp: the port QEMU receives the device\n"
+		"                        state on, at the --listen address (default: any free)\n"
 		"  --transport KIND      rdma, tcp or auto (default auto: rdma if a device exists)\n"
 		"  --channels N          QPs / connections (default 4, 1..16)\n"
 		"  --zerocopy MODE       tcp sends: auto (default: zero-copy to another host),\n"
@@ -334,9 +362,13 @@ static void usage(FILE *f)
 		"Exit codes: 0 completed, 1 peer/transport failure, timeout or failed\n"
 		"authentication, 2 usage, 3 memory owner failure, 4 verification mismatch,\n"
 		"5 peer protocol violation, 6 cancelled (SIGINT/SIGTERM), 7 setup (credentials\n"
-		"that do not load, layouts differ, registration failed).\n"
-		"On any failure the source owner is told to resume and the destination\n"
-		"owner to discard what it received.\n");
+		"that do not load, layouts differ, registration failed), 8 this host's QEMU\n"
+		"refused a step or failed its part (--qmp), 9 send --qmp: the destination's\n"
+		"QEMU did not load the device state.\n"
+		"On any failure the source's guest runs again and the destination discards\n"
+		"what it received (with --qmp its QEMU quits). Only when the device state\n"
+		"left and no answer came back does the source stay paused: the guest may\n"
+		"run on the destination.\n");
 }
 
 static const struct program_info program = { "vrdma-migrate", usage };
@@ -373,6 +405,8 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		{ "listen", required_argument, NULL, 'l' },
 		{ "to", required_argument, NULL, 't' },
 		{ "owner", required_argument, NULL, 'o' },
+		{ "qmp", required_argument, NULL, 'Q' },
+		{ "state-port", required_argument, NULL, 'S' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "channels", required_argument, NULL, 'c' },
 		{ "zerocopy", required_argument, NULL, 'z' },
@@ -424,6 +458,11 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 			addr = optarg;
 			break;
 		case 'o': cfg->owner_path = optarg; break;
+		case 'Q': cli->qmp_path = optarg; break;
+		case 'S':
+			r = parse_u64_range(optarg, 1, UINT16_MAX, &v);
+			cli->state_port = (uint16_t)v;
+			break;
 		case 'T': r = xport_kind_parse(optarg, &cfg->xopts.kind); break;
 		case 'c':
 			r = parse_u64_range(optarg, 1, XPORT_MAX_CHANNELS, &v);
@@ -469,13 +508,18 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		log_error("unexpected argument '%s'", argv[optind]);
 		return -EINVAL;
 	}
-	if (!addr || !cfg->owner_path) {
-		log_error("%s needs %s and --owner", argv[1], cli->incoming ? "--listen" : "--to");
+	if (!addr || !cfg->owner_path == !cli->qmp_path) {
+		log_error("%s needs %s and one of --qmp or --owner", argv[1],
+			  cli->incoming ? "--listen" : "--to");
 		return -EINVAL;
 	}
-	/* The owner socket is this host's one name for the guest's RAM. */
+	if (cli->state_port && (!cli->incoming || !cli->qmp_path)) {
+		log_error("--state-port belongs to 'incoming --qmp'");
+		return -EINVAL;
+	}
+	/* The socket is this host's one name for the guest. */
 	if (!cli->metrics_instance)
-		cli->metrics_instance = cfg->owner_path;
+		cli->metrics_instance = cli->qmp_path ? cli->qmp_path : cfg->owner_path;
 	if ((cli->auth.hostname || cfg->xopts.encrypt) && !cli->auth.x509_dir &&
 	    !cli->auth.psk_file) {
 		log_error("--tls-hostname and --tls-encrypt need --tls-creds or --psk-file");
@@ -548,12 +592,27 @@ static void log_refused(void *opaque, const struct sockaddr *peer, socklen_t len
 		log_warn("refused a connection from %s port %s: %s", host, port, strerror(-err));
 }
 
+/* --qmp: the end on this side, and what became of the guest, in words. */
+static void end_qemu(const struct cli *cli, struct qemu_ctl *qemu, const struct mig_stats *st)
+{
+	bool resumed;
+	int r = qemu_ctl_end(qemu, st, &resumed);
+
+	if (r < 0)
+		log_error("QEMU at %s: %s", cli->qmp_path, qemu->error);
+	else if (st->failure != MIG_FAIL_NONE && !cli->incoming)
+		log_info("the guest %s on this host", resumed ? "runs again" : "stays paused");
+	else if (st->failure != MIG_FAIL_NONE && qemu->handoff_done)
+		log_warn("the guest runs on this host, but the source may not have heard it");
+}
+
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct xport_auth *auth = NULL;
+	struct qemu_ctl qemu = { 0 };
 	struct cli cli = { 0 };
-	struct mig_stats st;
+	struct mig_stats st = { 0 };
 	struct mig_cfg cfg;
 	int r;
 
@@ -575,14 +634,32 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (cli.qmp_path) {
+		r = qemu_ctl_open(&qemu, cli.qmp_path, cli.incoming, cfg.host, cli.state_port,
+				  cli.auth.x509_dir, cli.auth.psk_file, cli.auth.hostname,
+				  cfg.owner_timeout_ms);
+		if (r < 0) {
+			log_error("QEMU at %s: %s", cli.qmp_path, qemu.error);
+			st.failure = MIG_FAIL_FRONTEND;
+			goto out;
+		}
+		cfg.owner_path = qemu.owner_path;
+		cfg.handoff = &qemu.handoff;
+	}
 	r = cli.incoming ? mig_incoming(&cfg, on_event, &cli, &st)
 			 : mig_send(&cfg, on_event, &cli, &st);
+	if (r < 0 && (st.failure == MIG_FAIL_FRONTEND) && qemu.error)
+		log_error("QEMU at %s: %s", cli.qmp_path, qemu.error);
 	if (!cli.json) {
 		if (r < 0)
 			log_error("migration failed (%s): %s", failure_text(st.failure),
 				  failure_reason(st.failure, r));
 		print_summary(&st);
 	}
+	if (cli.qmp_path)
+		end_qemu(&cli, &qemu, &st);
+out:
+	qemu_ctl_close(&qemu);
 	g_free((char *)cfg.host);
 	g_free((char *)cfg.port);
 	xport_auth_free(auth);

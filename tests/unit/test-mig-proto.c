@@ -1105,6 +1105,8 @@ static long spec_peer_plen(unsigned type, uint32_t nblocks)
 	case 6: return 8 + 8 * (long)nblocks; /* HASHES */
 	case 7: case 8: case 9: return 0; /* READY, COMMIT, COMMITTED */
 	case 10: return 4;  /* FAIL */
+	case 11: return 8;  /* HANDOFF */
+	case 12: return 4;  /* RESULT */
 	default: return -1;
 	}
 }
@@ -1125,7 +1127,8 @@ static struct peer_msg p_valid(unsigned type, unsigned variant)
 	case PEER_MSG_LAYOUT:
 		m.u.layout.version = 1;
 		m.u.layout.nblocks = variant ? 64 : 1;
-		m.u.layout.flags = variant & 1 ? PEER_FLAG_VERIFY : 0;
+		m.u.layout.flags = (variant & 1 ? PEER_FLAG_VERIFY : 0) |
+				   (variant == 2 ? PEER_FLAG_HANDOFF : 0);
 		break;
 	case PEER_MSG_BLOCK:
 		m.u.block.index = variant ? 63 : 0;
@@ -1154,7 +1157,11 @@ static struct peer_msg p_valid(unsigned type, unsigned variant)
 			m.u.hashes.hash[i] = (0x0123456789abcdefull * (i + 1)) ^ variant;
 		break;
 	case PEER_MSG_FAIL:
+	case PEER_MSG_RESULT:
 		m.u.error = variant == 0 ? 0 : variant == 1 ? 4095 : ENOSPC;
+		break;
+	case PEER_MSG_HANDOFF:
+		m.u.port = variant == 0 ? 1 : variant == 1 ? 65535 : 4445;
 		break;
 	default:
 		break;
@@ -1197,7 +1204,11 @@ static void assert_peer_eq(const struct peer_msg *a, const struct peer_msg *b)
 			assert_int_equal(a->u.hashes.hash[i], b->u.hashes.hash[i]);
 		break;
 	case PEER_MSG_FAIL:
+	case PEER_MSG_RESULT:
 		assert_int_equal(a->u.error, b->u.error);
+		break;
+	case PEER_MSG_HANDOFF:
+		assert_int_equal(a->u.port, b->u.port);
 		break;
 	default:
 		break;
@@ -1268,7 +1279,7 @@ static void test_peer_golden(void **state)
 	assert_memory_equal(buf, want, 64);
 }
 
-static const unsigned peer_types[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+static const unsigned peer_types[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
 
 static void test_peer_roundtrip(void **state)
 {
@@ -1373,7 +1384,7 @@ static void test_peer_header(void **state)
 		  "NULL, 32");
 
 	/* Unknown types. */
-	static const unsigned unknown[] = { 0, 11, 12, 16, 17, 0x100, 0x8001, 0xffff };
+	static const unsigned unknown[] = { 0, 13, 14, 16, 17, 0x100, 0x8001, 0xffff };
 	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
 		for (unsigned plen = 0; plen <= 48; plen += 8) {
 			uint8_t buf[64] = { 0 };
@@ -1489,8 +1500,10 @@ static void test_peer_fields(void **state)
 	ut_assert_rc(layout_rc(UINT32_MAX, 1, 0, 0), -EPROTONOSUPPORT, "layout v~0");
 	ut_assert_rc(layout_rc(1, 0, 0, 0), -EBADMSG, "layout 0 blocks");
 	ut_assert_rc(layout_rc(1, 65, 0, 0), -EBADMSG, "layout 65 blocks");
-	ut_assert_rc(layout_rc(1, 1, 2, 0), -EBADMSG, "layout flags 2");
-	ut_assert_rc(layout_rc(1, 1, 3, 0), -EBADMSG, "layout flags 3");
+	ut_assert_rc(layout_rc(1, 1, 2, 0), 0, "layout hand-off");
+	ut_assert_rc(layout_rc(1, 1, 3, 0), 0, "layout verify, hand-off");
+	ut_assert_rc(layout_rc(1, 1, 4, 0), -EBADMSG, "layout flags 4");
+	ut_assert_rc(layout_rc(1, 1, 7, 0), -EBADMSG, "layout flags 7");
 	ut_assert_rc(layout_rc(1, 1, 0x80000000u, 0), -EBADMSG, "layout flags 2^31");
 	ut_assert_rc(layout_rc(1, 1, 0, 1), -EBADMSG, "layout reserved");
 
@@ -1539,6 +1552,20 @@ static void test_peer_fields(void **state)
 	ut_assert_rc(u32_peer_rc(10, 4096, 0, 4), -EBADMSG, "fail 4096");
 	ut_assert_rc(u32_peer_rc(10, 0x80000000u, 0, 4), -EBADMSG, "fail 2^31");
 	ut_assert_rc(u32_peer_rc(10, UINT32_MAX, 0, 4), -EBADMSG, "fail -1");
+
+	/* RESULT: an errno, as FAIL. */
+	ut_assert_rc(u32_peer_rc(12, 0, 0, 4), 0, "result 0");
+	ut_assert_rc(u32_peer_rc(12, 4095, 0, 4), 0, "result 4095");
+	ut_assert_rc(u32_peer_rc(12, 4096, 0, 4), -EBADMSG, "result 4096");
+	ut_assert_rc(u32_peer_rc(12, UINT32_MAX, 0, 4), -EBADMSG, "result -1");
+
+	/* HANDOFF: a tcp port, never 0. */
+	ut_assert_rc(u32_peer_rc(11, 1, 0, 8), 0, "handoff port 1");
+	ut_assert_rc(u32_peer_rc(11, 65535, 0, 8), 0, "handoff port 65535");
+	ut_assert_rc(u32_peer_rc(11, 0, 0, 8), -EBADMSG, "handoff port 0");
+	ut_assert_rc(u32_peer_rc(11, 65536, 0, 8), -EBADMSG, "handoff port 65536");
+	ut_assert_rc(u32_peer_rc(11, UINT32_MAX, 0, 8), -EBADMSG, "handoff port ~0");
+	ut_assert_rc(u32_peer_rc(11, 4445, 1, 8), -EBADMSG, "handoff reserved");
 }
 
 /* ---- fuzz ---- */
@@ -1642,7 +1669,7 @@ static int ref_peer(const uint8_t *b, size_t len)
 	case 1:
 		if (ut_ld(p, 4) != 1)
 			return -EPROTONOSUPPORT;
-		return ut_ld(p + 4, 4) >= 1 && ut_ld(p + 4, 4) <= 64 && !(ut_ld(p + 8, 4) & ~1ull) &&
+		return ut_ld(p + 4, 4) >= 1 && ut_ld(p + 4, 4) <= 64 && !(ut_ld(p + 8, 4) & ~3ull) &&
 			       !ut_ld(p + 12, 4) ? 0 : -EBADMSG;
 	case 2: {
 		uint64_t page = ut_ld(p + 4, 4), size = ut_ld(p + 8, 8);
@@ -1657,7 +1684,10 @@ static int ref_peer(const uint8_t *b, size_t len)
 	case 6:
 		return ut_ld(p + 4, 4) ? -EBADMSG : 0;
 	case 10:
+	case 12:
 		return ut_ld(p, 4) <= 4095 ? 0 : -EBADMSG;
+	case 11:
+		return ut_ld(p, 4) >= 1 && ut_ld(p, 4) <= 65535 && !ut_ld(p + 4, 4) ? 0 : -EBADMSG;
 	default:
 		return 0;
 	}
@@ -1735,7 +1765,7 @@ static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 	switch (type) {
 	case PEER_MSG_LAYOUT:
 		m.u.layout.nblocks = 1 + (uint32_t)ut_rnd_below(64);
-		m.u.layout.flags = (uint32_t)ut_rnd_below(2);
+		m.u.layout.flags = (uint32_t)ut_rnd_below(4);
 		break;
 	case PEER_MSG_BLOCK: {
 		uint32_t page = 1u << (12 + ut_rnd_below(19));
@@ -1766,7 +1796,11 @@ static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 			m.u.hashes.hash[i] = ut_rnd();
 		break;
 	case PEER_MSG_FAIL:
+	case PEER_MSG_RESULT:
 		m.u.error = (int32_t)ut_rnd_below(4096);
+		break;
+	case PEER_MSG_HANDOFF:
+		m.u.port = (uint16_t)(1 + ut_rnd_below(UINT16_MAX));
 		break;
 	default:
 		break;
@@ -1842,7 +1876,7 @@ static void test_fuzz(void **state)
 				if (ut_rnd_below(4))
 					len = 16 + (size_t)spec_owner_plen(t);
 			} else {
-				unsigned t = peer_types[ut_rnd_below(10)];
+				unsigned t = peer_types[ut_rnd_below(sizeof(peer_types) / sizeof(peer_types[0]))];
 				uint32_t n = 1 + (uint32_t)ut_rnd_below(64);
 
 				spec_hdr(buf, P_MAGIC, (uint16_t)t, (uint32_t)spec_peer_plen(t, n));
