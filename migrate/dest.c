@@ -132,9 +132,6 @@ static int check_layout(struct dest *d)
 		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
 	same = nblocks == d->owner->nblocks;
 	d->flags = m.u.layout.flags;
-	/* The device state follows the RAM only if both sides drive QEMU. */
-	if (!(d->flags & PEER_FLAG_HANDOFF) != !d->cfg->handoff)
-		return fail(d, MIG_FAIL_SETUP, -EPROTONOSUPPORT);
 	/* Every block the source announced is read, even after a mismatch:
 	 * closing on unread bytes resets the connection, and the source
 	 * would then see a broken peer instead of our FAIL. */
@@ -151,7 +148,12 @@ static int check_layout(struct dest *d)
 		    strcmp(m.u.block.name, mine->name) != 0)
 			same = false;
 	}
-	return same ? 0 : fail(d, MIG_FAIL_SETUP, -EBADMSG);
+	if (!same)
+		return fail(d, MIG_FAIL_SETUP, -EBADMSG);
+	/* The device state follows the RAM only if both sides drive QEMU. */
+	if (!(d->flags & PEER_FLAG_HANDOFF) != !d->cfg->handoff)
+		return fail(d, MIG_FAIL_SETUP, -EPROTONOSUPPORT);
+	return 0;
 }
 
 /*
@@ -330,40 +332,66 @@ static int finish(struct dest *d)
 	return 0;
 }
 
+/* RESULT, best effort: how it went is already settled in our stats. */
+static void send_result(struct dest *d, int err)
+{
+	struct peer_msg m = { .type = PEER_MSG_RESULT, .u.error = -err };
+	struct mig_stats keep = *d->st;
+
+	if (!d->source_gave_up && send_msg(d, &m, 0) == 0)
+		wait_hang_up(d);
+	*d->st = keep;
+}
+
 /*
  * The device state (--qmp on both sides): our QEMU listens on the port
  * HANDOFF names, the source's QEMU sends, and RESULT tells the source
  * whether ours loaded it; the source gives up on its guest only then.
+ * A failure on the way ends in RESULT 0 if our QEMU loaded the guest
+ * after all (it is here now), in RESULT with the error once our QEMU is
+ * certainly gone (the source may run its guest again), or in no RESULT at
+ * all when neither is certain (the source then keeps its guest paused).
  */
 static int hand_over(struct dest *d)
 {
 	const struct mig_handoff *h = d->cfg->handoff;
-	uint64_t deadline = monotonic_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
+	uint64_t timeout_ns = (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
+	uint64_t deadline = monotonic_ns() + timeout_ns;
 	struct peer_msg m = { .type = PEER_MSG_HANDOFF, .u.port = d->handoff_port };
 	int r = send_msg(d, &m, 0), loaded = 0;
 
-	while (r == 0 && loaded == 0) {
+	while (r == 0) {
 		loaded = h->loaded(h->opaque);
 		if (loaded != 0)
 			break;
 		r = try_recv_msg(d, &m);
-		if (r > 0)
+		if (r > 0 && m.type == PEER_MSG_PROGRESS) {
+			deadline = monotonic_ns() + timeout_ns; /* the stream moves */
+			r = 0;
+		} else if (r > 0) {
 			r = fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
-		else if (r == 0 && monotonic_ns() > deadline)
+		} else if (r == 0 && monotonic_ns() > deadline) {
 			r = fail(d, MIG_FAIL_FRONTEND, -ETIMEDOUT);
-		else if (r == 0)
+		} else if (r == 0) {
 			xport_wait(d->conn, 50);
+		}
 	}
-	if (r < 0)
-		return r;
+	/* It may have loaded since the last look. */
+	if (r < 0 && h->loaded(h->opaque) == 1)
+		loaded = 1;
+	if (loaded == 1) {
+		/* The guest is here: that is the outcome, told or not. */
+		send_result(d, 0);
+		d->st->failure = MIG_FAIL_NONE;
+		d->st->error = 0;
+		return 0;
+	}
 	if (loaded < 0)
-		fail(d, MIG_FAIL_FRONTEND, loaded);
-	m.type = PEER_MSG_RESULT;
-	m.u.error = loaded < 0 ? -loaded : 0;
-	r = send_msg(d, &m, 0);
-	if (r == 0)
-		wait_hang_up(d);
-	return loaded < 0 ? loaded : r;
+		r = fail(d, MIG_FAIL_FRONTEND, loaded);
+	/* Not certain it is gone: no word, and the source stays paused. */
+	if (h->discard(h->opaque) == 0)
+		send_result(d, r);
+	return r;
 }
 
 int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
@@ -389,7 +417,7 @@ int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 		ret_stats->status = "completed";
 		emit(&d, MIG_EV_COMPLETED);
 	} else if (committed) {
-		/* The source heard RESULT, or gave up itself: no FAIL. */
+		/* RESULT said it, or could not be said: never a FAIL now. */
 		ret_stats->status = "failed";
 		emit(&d, MIG_EV_FAILED);
 	} else {

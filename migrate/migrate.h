@@ -5,9 +5,11 @@
  * source RAM straight into destination RAM.
  *
  * mig_send() and mig_incoming() run one migration each, blocking, and
- * report progress through a callback; they never log.  On any failure the
- * source owner is told RESUME (its guest keeps running, its memory
- * untouched: the engine maps it read-only) and the destination owner ABORT.
+ * report progress through a callback; they never log.  On any failure
+ * before the RAM is committed, the source owner is told RESUME (its guest
+ * keeps running, its memory untouched: the engine maps it read-only) and
+ * the destination owner ABORT.  After the commit (a failed hand-off) the
+ * owners' sessions are over: the caller settles the front ends.
  */
 #ifndef VRDMA_MIGRATE_H
 #define VRDMA_MIGRATE_H
@@ -26,17 +28,27 @@
  * stream, and the destination tells the source whether its QEMU loaded it.
  * Set on both sides or on neither: the destination refuses a mismatch
  * (-EPROTONOSUPPORT, MIG_FAIL_SETUP).  No call may block for long: the
- * engine polls the done calls between looks at its peer.
+ * engine polls between looks at its peer.
  */
 struct mig_handoff {
 	/* dst, before COMMITTED: the front end listens, on *ret_port. */
 	int (*listen)(void *opaque, uint16_t *ret_port);
-	/* dst: 1 once the front end has loaded the state, 0 not yet, -errno. */
+	/*
+	 * dst: 1 once the front end has loaded the state (the guest is there,
+	 * running or not), 0 not yet (or cannot tell now), -errno once it
+	 * certainly never will (it exited).
+	 */
 	int (*loaded)(void *opaque);
+	/*
+	 * dst, when the hand-off failed before the front end loaded: make sure
+	 * it never runs the guest (quit, and see it gone).  0 when certain:
+	 * only then may the source be told to run its guest again.
+	 */
+	int (*discard)(void *opaque);
 	/* src: the front end starts sending to the destination's port. */
 	int (*send)(void *opaque, uint16_t port);
-	/* src: 1 once everything left, 0 not yet, -errno. */
-	int (*sent)(void *opaque);
+	/* src: 1 once everything left, 0 not yet (*ret_bytes so far), -errno. */
+	int (*sent)(void *opaque, uint64_t *ret_bytes);
 	void *opaque;
 };
 
@@ -74,9 +86,10 @@ struct mig_stats {
 	const char *status; /* "setup", "active", "device" (stop-and-copy), "completed", "failed" */
 	enum xport_kind transport;
 	unsigned channels;
-	/* With a hand-off, downtime runs until the destination's QEMU has the
-	 * device state; handoff_ms is that last part. */
+	/* With a hand-off (handoff set), downtime runs until the destination's
+	 * QEMU has the device state; handoff_ms is that last part. */
 	uint64_t total_time_ms, setup_time_ms, downtime_ms, handoff_ms;
+	bool handoff;
 	uint64_t expected_downtime_ms;
 	uint64_t ram_total;       /* bytes */
 	uint64_t ram_transferred; /* bytes on the wire (payload) */

@@ -85,10 +85,15 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 		m->u.layout.version = get_le32(p);
 		m->u.layout.nblocks = get_le32(p + 4);
 		m->u.layout.flags = get_le32(p + 8);
-		if (m->u.layout.version != PEER_PROTO_VERSION)
+		if (m->u.layout.version != PEER_PROTO_VERSION &&
+		    m->u.layout.version != PEER_PROTO_VERSION_HANDOFF)
 			return -EPROTONOSUPPORT;
 		if (m->u.layout.nblocks < 1 || m->u.layout.nblocks > OWNER_MAX_BLOCKS ||
 		    (m->u.layout.flags & ~(PEER_FLAG_VERIFY | PEER_FLAG_HANDOFF)) || get_le32(p + 12))
+			return -EBADMSG;
+		/* Version 2 is exactly the hand-off. */
+		if (!(m->u.layout.flags & PEER_FLAG_HANDOFF) !=
+		    (m->u.layout.version == PEER_PROTO_VERSION))
 			return -EBADMSG;
 		return 0;
 	case PEER_MSG_BLOCK:

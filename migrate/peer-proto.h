@@ -15,6 +15,9 @@
 #include "xport.h"
 
 #define PEER_PROTO_VERSION 1
+/* LAYOUT of a migration with PEER_FLAG_HANDOFF: an engine older than the
+ * hand-off refuses it as a version it does not speak. */
+#define PEER_PROTO_VERSION_HANDOFF 2
 #define PEER_HDR_SIZE 16
 #define PEER_MAX_MSG (PEER_HDR_SIZE + 8 + 8 * OWNER_MAX_BLOCKS)
 #define PEER_FLAG_VERIFY (1u << 0)

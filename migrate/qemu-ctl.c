@@ -3,20 +3,27 @@
  * vrdma-migrate --qmp: the QMP steps around the engine (see qemu-ctl.h).
  * The rules QEMU enforces (no migrate-incoming before the RAM is complete,
  * the source resumes when its own migration fails) stay QEMU's; this file
- * only issues the steps in their order and reads the outcome.
+ * issues the steps in their order, reads the outcome, and decides where
+ * the guest may run: never in two places, and never on a host that may
+ * hold half of it.
  */
 #include "qemu-ctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glib.h>
-#include <glib/gstdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "qmp.h"
+#include "util.h"
 
 #define TLS_ID "vrdma-migrate-tls"
+/* Root's private directories live here: root-owned, not sticky, so that
+ * QEMU's user, owner of its own directory, cannot swap it under us. */
+#define ROOT_RUN_DIR "/run/vrdma-migrate"
 
 /* {"NAME": VALUE} builders for the few arguments the steps take. */
 static JsonNode *args_str(const char *name, const char *value)
@@ -46,32 +53,39 @@ static int call_str(struct qemu_ctl *c, const char *cmd, const char *name, const
 	return call(c, cmd, args_str(name, value), NULL);
 }
 
-/* A string member of what a command returned, or NULL. */
-static const char *member_str(JsonNode *n, const char *name)
+/* A command whose failure changes nothing: its error does not replace ours. */
+static void call_quietly(struct qemu_ctl *c, const char *cmd, JsonNode *args)
 {
-	if (!n || !JSON_NODE_HOLDS_OBJECT(n))
-		return NULL;
-	return json_object_get_string_member_with_default(json_node_get_object(n), name, NULL);
+	g_autofree char *keep = g_steal_pointer(&c->error);
+
+	call(c, cmd, args, NULL);
+	g_free(c->error);
+	c->error = g_steal_pointer(&keep);
+}
+
+static int query_str(struct qemu_ctl *c, const char *cmd, const char *member, char **ret)
+{
+	g_autoptr(JsonNode) node = NULL;
+	const char *v;
+	int r = call(c, cmd, NULL, &node);
+
+	if (r < 0)
+		return r;
+	v = qmp_member_str(node, member);
+	if (!v) {
+		c->error = g_strdup_printf("%s: no %s in QEMU's answer", cmd, member);
+		return -EBADMSG;
+	}
+	*ret = g_strdup(v);
+	return 0;
 }
 
 static int query_status(struct qemu_ctl *c, char **ret_status)
 {
-	g_autoptr(JsonNode) ret = NULL;
-	const char *st;
-	int r = call(c, "query-status", NULL, &ret);
-
-	if (r < 0)
-		return r;
-	st = member_str(ret, "status");
-	if (!st) {
-		c->error = g_strdup("query-status: no status in QEMU's answer");
-		return -EBADMSG;
-	}
-	*ret_status = g_strdup(st);
-	return 0;
+	return query_str(c, "query-status", "status", ret_status);
 }
 
-static int set_ignore_shared(struct qemu_ctl *c)
+static JsonNode *ignore_shared_args(bool on)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
 
@@ -82,23 +96,40 @@ static int set_ignore_shared(struct qemu_ctl *c)
 	json_builder_set_member_name(b, "capability");
 	json_builder_add_string_value(b, "x-ignore-shared");
 	json_builder_set_member_name(b, "state");
-	json_builder_add_boolean_value(b, TRUE);
+	json_builder_add_boolean_value(b, on);
 	json_builder_end_object(b);
 	json_builder_end_array(b);
 	json_builder_end_object(b);
-	return call(c, "migrate-set-capabilities", json_builder_get_root(b), NULL);
+	return json_builder_get_root(b);
 }
 
-/* The first identity of a PSK file (IDENTITY:HEXKEY lines): QEMU's username. */
+/*
+ * The first identity of a PSK file, as the engine's own parser reads it
+ * (IDENTITY:HEXKEY lines; blank lines and # comments skipped): QEMU's
+ * username.  The key text is wiped before it is freed.
+ */
 static char *psk_identity(const char *file)
 {
-	g_autofree char *text = NULL;
-	char *colon;
+	char *text = NULL, *ident = NULL;
+	gsize len = 0;
 
-	if (!g_file_get_contents(file, &text, NULL, NULL))
+	if (!g_file_get_contents(file, &text, &len, NULL))
 		return NULL;
-	colon = strchr(text, ':');
-	return colon ? g_strndup(text, (gsize)(colon - text)) : NULL;
+	for (char *line = text; line && *line;) {
+		char *nl = strchr(line, '\n'), *colon;
+
+		if (nl)
+			*nl = '\0';
+		colon = strchr(line, ':');
+		if (*line && *line != '#' && colon && colon > line) {
+			ident = g_strndup(line, (gsize)(colon - line));
+			break;
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	explicit_bzero(text, len);
+	g_free(text);
+	return ident;
 }
 
 /*
@@ -111,7 +142,7 @@ static int set_tls(struct qemu_ctl *c, const char *x509_dir, const char *psk_fil
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonBuilder) p = json_builder_new();
-	g_autofree char *abs = NULL, *link = NULL, *user = NULL;
+	g_autofree char *abs = NULL, *user = NULL;
 	int r;
 
 	json_builder_begin_object(b);
@@ -128,10 +159,9 @@ static int set_tls(struct qemu_ctl *c, const char *x509_dir, const char *psk_fil
 		json_builder_add_boolean_value(b, TRUE);
 	} else {
 		abs = g_canonicalize_filename(psk_file, NULL);
-		link = g_build_filename(c->dir, "keys.psk", NULL);
-		if (symlink(abs, link) < 0) {
+		if (symlinkat(abs, c->dir_fd, "keys.psk") < 0) {
 			r = -errno;
-			c->error = g_strdup_printf("%s: %s", link, strerror(-r));
+			c->error = g_strdup_printf("%s/keys.psk: %s", c->dir, strerror(-r));
 			return r;
 		}
 		json_builder_add_string_value(b, c->dir);
@@ -147,10 +177,11 @@ static int set_tls(struct qemu_ctl *c, const char *x509_dir, const char *psk_fil
 	}
 	json_builder_end_object(b);
 	/* Left over by an engine that was killed: replace it. */
-	call_str(c, "object-del", "id", TLS_ID);
+	call_quietly(c, "object-del", args_str("id", TLS_ID));
 	r = call(c, "object-add", json_builder_get_root(b), NULL);
 	if (r < 0)
 		return r;
+	c->tls = true;
 	json_builder_begin_object(p);
 	json_builder_set_member_name(p, "tls-creds");
 	json_builder_add_string_value(p, TLS_ID);
@@ -162,37 +193,100 @@ static int set_tls(struct qemu_ctl *c, const char *x509_dir, const char *psk_fil
 	return call(c, "migrate-set-parameters", json_builder_get_root(p), NULL);
 }
 
+/* The migration settings a QEMU that keeps its guest had before us. */
+static void restore_settings(struct qemu_ctl *c)
+{
+	call_quietly(c, "migrate-set-capabilities", ignore_shared_args(false));
+	call_quietly(c, "migrate-set-parameters", args_str("tls-creds", ""));
+	if (c->tls)
+		call_quietly(c, "object-del", args_str("id", TLS_ID));
+	c->tls = false;
+}
+
+/* The parent of our private directory; root's must be root's alone. */
+static int private_parent(struct qemu_ctl *c)
+{
+	struct stat st;
+
+	if (geteuid() != 0) {
+		c->parent = g_strdup(g_get_tmp_dir());
+		return 0;
+	}
+	if (mkdir(ROOT_RUN_DIR, 0711) < 0 && errno != EEXIST) {
+		int r = -errno;
+
+		c->error = g_strdup_printf("%s: %s", ROOT_RUN_DIR, strerror(-r));
+		return r;
+	}
+	if (lstat(ROOT_RUN_DIR, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 022)) {
+		c->error = g_strdup(ROOT_RUN_DIR ": not a directory that only root may change");
+		return -EPERM;
+	}
+	c->parent = g_strdup(ROOT_RUN_DIR);
+	return 0;
+}
+
 /*
  * The private directory for the owner socket.  QEMU creates the socket in
- * it, so a root engine hands the directory to the user QEMU runs as (the
- * owner of the QMP socket): nobody else can reach it.
+ * it, so it belongs to the user QEMU runs as (the QMP peer's): nobody else
+ * can reach it.  We work in it through its fd only.
  */
 static int make_dir(struct qemu_ctl *c)
 {
-	g_autoptr(GError) err = NULL;
-	struct stat st;
+	g_autofree char *tmpl = NULL;
+	int r = private_parent(c);
 
-	c->dir = g_dir_make_tmp("vrdma-migrate-XXXXXX", &err);
-	if (!c->dir) {
-		c->error = g_strdup_printf("a private directory: %s", err->message);
-		return -EIO;
+	if (r < 0)
+		return r;
+	tmpl = g_build_filename(c->parent, "vrdma-migrate-XXXXXX", NULL);
+	if (!mkdtemp(tmpl)) {
+		r = -errno;
+		c->error = g_strdup_printf("a private directory in %s: %s", c->parent, strerror(-r));
+		return r;
 	}
-	if (geteuid() == 0 && stat(c->qmp_path, &st) == 0 && st.st_uid != 0 &&
-	    chown(c->dir, st.st_uid, st.st_gid) < 0) {
-		int r = -errno;
-
-		c->error = g_strdup_printf("%s: chown to QEMU's user: %s", c->dir, strerror(-r));
+	c->dir = g_steal_pointer(&tmpl);
+	c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (c->dir_fd < 0 ||
+	    ((c->qemu_uid != geteuid() || c->qemu_gid != getegid()) &&
+	     fchown(c->dir_fd, c->qemu_uid, c->qemu_gid) < 0)) {
+		r = -errno;
+		c->error = g_strdup_printf("%s: handing it to QEMU's user: %s", c->dir, strerror(-r));
 		return r;
 	}
 	c->owner_path = g_build_filename(c->dir, "owner.sock", NULL);
 	return 0;
 }
 
-/* "tcp:HOST:PORT", with an IPv6 address in brackets. */
+/*
+ * A guest that arrived by a migration still has the owner socket of that
+ * one, idle: QEMU closes it only when told.  Close it then, but only an
+ * idle one ("listening", or "complete" on a destination): an owner in
+ * another engine's migration is left alone, and its error stands.
+ */
+static int owner_listen(struct qemu_ctl *c)
+{
+	g_autofree char *first = NULL, *state = NULL;
+	int r = call_str(c, "x-vrdma-owner-listen", "path", c->owner_path);
+
+	if (r != -EREMOTEIO)
+		return r;
+	first = g_steal_pointer(&c->error);
+	if (query_str(c, "x-query-vrdma-owner", "state", &state) == 0 &&
+	    (!strcmp(state, "listening") || !strcmp(state, "complete")) &&
+	    call(c, "x-vrdma-owner-close", NULL, NULL) == 0 &&
+	    call_str(c, "x-vrdma-owner-listen", "path", c->owner_path) == 0)
+		return 0;
+	g_free(c->error);
+	c->error = g_steal_pointer(&first);
+	return r;
+}
+
+/* "tcp:HOST:PORT", with an IPv6 address in brackets; any address: both families. */
 static char *tcp_uri(const char *host, unsigned port)
 {
 	if (!host || !*host)
-		host = "0.0.0.0";
+		host = "::";
 	return strchr(host, ':') ? g_strdup_printf("tcp:[%s]:%u", host, port)
 				 : g_strdup_printf("tcp:%s:%u", host, port);
 }
@@ -203,8 +297,9 @@ static int handoff_listen(void *opaque, uint16_t *ret_port)
 	struct qemu_ctl *c = opaque;
 	g_autofree char *uri = tcp_uri(c->stream_host, c->stream_port);
 	g_autoptr(JsonNode) info = NULL;
-	JsonArray *addrs;
-	const char *port;
+	JsonNode *addrs = NULL;
+	const char *port = NULL;
+	guint64 v;
 	int r = call_str(c, "migrate-incoming", "uri", uri);
 
 	if (r < 0)
@@ -217,97 +312,144 @@ static int handoff_listen(void *opaque, uint16_t *ret_port)
 	r = call(c, "query-migrate", NULL, &info);
 	if (r < 0)
 		return r;
-	addrs = JSON_NODE_HOLDS_OBJECT(info) &&
-				json_object_has_member(json_node_get_object(info), "socket-address")
-			? json_object_get_array_member(json_node_get_object(info), "socket-address")
-			: NULL;
-	port = addrs && json_array_get_length(addrs) > 0
-		       ? member_str(json_array_get_element(addrs, 0), "port")
-		       : NULL;
-	if (!port || !g_ascii_string_to_unsigned(port, 10, 1, UINT16_MAX, NULL, NULL)) {
+	if (JSON_NODE_HOLDS_OBJECT(info))
+		addrs = json_object_get_member(json_node_get_object(info), "socket-address");
+	if (addrs && JSON_NODE_HOLDS_ARRAY(addrs) &&
+	    json_array_get_length(json_node_get_array(addrs)) > 0)
+		port = qmp_member_str(json_array_get_element(json_node_get_array(addrs), 0),
+				      "port");
+	if (!port || !g_ascii_string_to_unsigned(port, 10, 1, UINT16_MAX, &v, NULL)) {
 		c->error = g_strdup("query-migrate names no port QEMU listens on");
 		return -EBADMSG;
 	}
-	*ret_port = (uint16_t)g_ascii_strtoull(port, NULL, 10);
+	*ret_port = (uint16_t)v;
 	return 0;
 }
 
-/* dst: 1 once QEMU has loaded the device state (the guest runs or is paused). */
+static bool gone(int r)
+{
+	return r == -ECONNRESET || r == -EPIPE;
+}
+
+/*
+ * dst: 1 once QEMU has loaded the device state: any state but inmigrate
+ * (running, paused, postmigrate for a guest that was paused, or worse: the
+ * guest is here either way).  A QEMU that exited never will (-ECONNRESET);
+ * anything else unclear is "not yet", until the engine's time limit.
+ */
 static int handoff_loaded(void *opaque)
 {
 	struct qemu_ctl *c = opaque;
 	g_autofree char *st = NULL;
-	int r = query_status(c, &st);
+	int r;
 
-	if (r == -ECONNRESET || r == -EPIPE) {
+	if (c->loaded)
+		return 1;
+	r = query_status(c, &st);
+	if (gone(r)) {
 		g_free(c->error);
-		c->error = g_strdup("QEMU exited while it loaded the device state "
-				    "(its log says why)");
+		c->error = g_strdup("QEMU exited while it loaded the device state (its log "
+				    "says why)");
+		return -ECONNRESET;
 	}
 	if (r < 0)
-		return r;
-	if (!strcmp(st, "inmigrate"))
 		return 0;
-	if (!strcmp(st, "running") || !strcmp(st, "paused")) {
-		c->handoff_done = true;
-		return 1;
-	}
-	c->error = g_strdup_printf("QEMU is '%s' after the device state, not running", st);
-	return -EPROTO;
+	c->loaded = strcmp(st, "inmigrate") != 0;
+	return c->loaded;
 }
 
-/* src: QEMU sends the device state by its own stream. */
+/* dst: QEMU must never run the guest: quit, and see it gone. */
+static int handoff_discard(void *opaque)
+{
+	struct qemu_ctl *c = opaque;
+	int r;
+
+	if (handoff_loaded(c) == 1)
+		return -EBUSY; /* too late: the guest is here */
+	r = call(c, "quit", NULL, NULL);
+	if (r < 0 && !gone(r) && r != -ENOTCONN)
+		return r;
+	r = qmp_wait_closed(c->qmp, c->timeout_ms);
+	return r == -ENOTCONN ? -EIO : r;
+}
+
+/*
+ * src: QEMU sends the device state by its own stream, once it has taken
+ * the engine's COMPLETED (then it is in postmigrate, waiting for that).
+ */
 static int handoff_send(void *opaque, uint16_t port)
 {
 	struct qemu_ctl *c = opaque;
 	g_autofree char *uri = tcp_uri(c->stream_host, port);
+	uint64_t deadline = monotonic_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	int r;
 
-	return call_str(c, "migrate", "uri", uri);
+	for (;;) {
+		g_autofree char *st = NULL;
+
+		r = query_status(c, &st);
+		if (r < 0)
+			return r;
+		if (!strcmp(st, "postmigrate"))
+			break;
+		if (monotonic_ns() > deadline) {
+			c->error = g_strdup_printf("QEMU is '%s', not waiting for the device-state "
+						   "migration after the engine's RAM", st);
+			return -ETIMEDOUT;
+		}
+		g_usleep(10000);
+	}
+	r = call_str(c, "migrate", "uri", uri);
+	/* Even refused, it may have begun: settle it before any cont. */
+	c->migrate_issued = true;
+	return r;
 }
 
-/* src: 1 once QEMU's migration completed. */
-static int handoff_sent(void *opaque)
+/* The status of QEMU's own migration, and the bytes it sent so far. */
+static int migration_status(struct qemu_ctl *c, char **ret_status, uint64_t *ret_bytes)
 {
-	struct qemu_ctl *c = opaque;
 	g_autoptr(JsonNode) info = NULL;
-	const char *st, *desc;
+	const char *st;
+	JsonNode *ram = NULL, *t = NULL;
 	int r = call(c, "query-migrate", NULL, &info);
 
 	if (r < 0)
 		return r;
-	st = member_str(info, "status");
-	if (st && !strcmp(st, "completed")) {
-		c->handoff_done = true;
-		return 1;
-	}
-	if (st && (!strcmp(st, "failed") || !strcmp(st, "cancelled"))) {
-		desc = member_str(info, "error-desc");
-		c->error = g_strdup_printf("QEMU's device-state migration %s: %s", st,
-					   desc ? desc : "no reason given");
-		return -EIO;
-	}
+	st = qmp_member_str(info, "status");
+	if (JSON_NODE_HOLDS_OBJECT(info))
+		ram = json_object_get_member(json_node_get_object(info), "ram");
+	if (ram && JSON_NODE_HOLDS_OBJECT(ram))
+		t = json_object_get_member(json_node_get_object(ram), "transferred");
+	if (ret_bytes && t && JSON_NODE_HOLDS_VALUE(t) &&
+	    json_node_get_value_type(t) == G_TYPE_INT64 && json_node_get_int(t) >= 0)
+		*ret_bytes = (uint64_t)json_node_get_int(t);
+	/* Before any migration, QEMU names no status. */
+	*ret_status = g_strdup(st ? st : "none");
 	return 0;
 }
 
-/*
- * A guest that arrived by a migration still has the owner socket of that
- * one: QEMU closes it only when told.  Close it then, once; QEMU refuses
- * that while an owner's migration is under way, and the first error stands.
- */
-static int owner_listen(struct qemu_ctl *c)
+static bool terminal(const char *st)
 {
-	g_autofree char *first = NULL;
-	int r = call_str(c, "x-vrdma-owner-listen", "path", c->owner_path);
+	return !strcmp(st, "completed") || !strcmp(st, "failed") || !strcmp(st, "cancelled") ||
+	       !strcmp(st, "none");
+}
 
-	if (r != -EREMOTEIO)
+/* src: 1 once QEMU's migration completed. */
+static int handoff_sent(void *opaque, uint64_t *ret_bytes)
+{
+	struct qemu_ctl *c = opaque;
+	g_autofree char *st = NULL;
+	int r = migration_status(c, &st, ret_bytes);
+
+	if (r < 0)
 		return r;
-	first = g_steal_pointer(&c->error);
-	if (call(c, "x-vrdma-owner-close", NULL, NULL) == 0 &&
-	    call_str(c, "x-vrdma-owner-listen", "path", c->owner_path) == 0)
-		return 0;
-	g_free(c->error);
-	c->error = g_steal_pointer(&first);
-	return r;
+	if (!strcmp(st, "completed"))
+		return 1;
+	if (terminal(st)) {
+		c->error = g_strdup_printf("QEMU's device-state migration is '%s'", st);
+		return -EIO;
+	}
+	return 0;
 }
 
 int qemu_ctl_open(struct qemu_ctl *c, const char *qmp_path, bool incoming,
@@ -315,19 +457,29 @@ int qemu_ctl_open(struct qemu_ctl *c, const char *qmp_path, bool incoming,
 		  const char *psk_file, const char *tls_hostname, int timeout_ms)
 {
 	g_autofree char *st = NULL;
+	struct ucred peer;
 	int r;
 
 	memset(c, 0, sizeof(*c));
+	c->dir_fd = -1;
 	c->qmp_path = qmp_path;
 	c->incoming = incoming;
 	c->stream_host = stream_host;
 	c->stream_port = stream_port;
+	c->timeout_ms = timeout_ms;
 	c->handoff = (struct mig_handoff){ .listen = handoff_listen, .loaded = handoff_loaded,
-					   .send = handoff_send, .sent = handoff_sent,
-					   .opaque = c };
+					   .discard = handoff_discard, .send = handoff_send,
+					   .sent = handoff_sent, .opaque = c };
 	r = qmp_connect(qmp_path, timeout_ms, &c->qmp, &c->error);
 	if (r < 0)
 		return r;
+	r = qmp_peer(c->qmp, &peer);
+	if (r < 0) {
+		c->error = g_strdup_printf("who QEMU runs as: %s", strerror(-r));
+		return r;
+	}
+	c->qemu_uid = peer.uid;
+	c->qemu_gid = peer.gid;
 	r = query_status(c, &st);
 	if (r < 0)
 		return r;
@@ -343,72 +495,112 @@ int qemu_ctl_open(struct qemu_ctl *c, const char *qmp_path, bool incoming,
 	c->guest_was_running = !strcmp(st, "running");
 	r = make_dir(c);
 	if (r == 0)
-		r = set_ignore_shared(c);
+		r = call(c, "migrate-set-capabilities", ignore_shared_args(true), NULL);
 	if (r == 0 && (x509_dir || psk_file))
 		r = set_tls(c, x509_dir, psk_file, tls_hostname);
+	else if (r == 0)
+		r = call(c, "migrate-set-parameters", args_str("tls-creds", ""), NULL);
 	if (r == 0)
 		r = owner_listen(c);
 	c->owner_listening = r == 0;
 	return r;
 }
 
-/* src, failed: the guest runs again, unless the destination may run it. */
-static int source_failed(struct qemu_ctl *c, enum mig_failure why, bool *ret_resumed)
+/*
+ * src: QEMU's own migration in a state that stays: cancelled unless it
+ * completed.  Its final status, or NULL when it cannot be told.
+ */
+static char *settle_migration(struct qemu_ctl *c)
 {
-	g_autofree char *st = NULL;
-	int r = query_status(c, &st);
+	uint64_t deadline = monotonic_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	bool cancelled = false;
 
-	if (r < 0)
-		return r;
-	/* Its owner resumed it, or QEMU did when its own migration failed. */
-	if (!strcmp(st, "running") || !c->guest_was_running) {
-		*ret_resumed = !strcmp(st, "running");
-		return 0;
+	for (;;) {
+		g_autofree char *st = NULL;
+
+		if (migration_status(c, &st, NULL) < 0)
+			return NULL;
+		if (terminal(st))
+			return g_steal_pointer(&st);
+		if (!cancelled)
+			call_quietly(c, "migrate_cancel", NULL);
+		cancelled = true;
+		if (monotonic_ns() > deadline)
+			return NULL;
+		g_usleep(20000);
 	}
-	/*
-	 * All the device state left and no word came back: the destination
-	 * may be running the guest.  Running it here too would make two.
-	 */
-	if (c->handoff_done && why != MIG_FAIL_PEER_FRONTEND) {
-		c->error = g_strdup("the device state reached the destination but its answer did "
-				    "not come back: the guest may run there; look before you "
-				    "'cont' it here");
-		return -EAGAIN;
-	}
-	r = call(c, "cont", NULL, NULL);
-	*ret_resumed = r == 0;
-	return r;
 }
 
-int qemu_ctl_end(struct qemu_ctl *c, const struct mig_stats *st, bool *ret_resumed)
+/* src, failed: the guest runs again, unless the destination may run it. */
+static int source_failed(struct qemu_ctl *c, enum mig_failure why,
+			 enum qemu_guest_place *ret_place)
+{
+	g_autofree char *mig = NULL, *st = NULL;
+	int r;
+
+	*ret_place = QEMU_GUEST_UNKNOWN;
+	if (c->migrate_issued) {
+		mig = settle_migration(c);
+		if (!mig) {
+			c->error = g_strdup("cannot tell whether QEMU's device-state migration "
+					    "ended: the guest stays paused here and may run on the "
+					    "destination; look before you 'cont' it here");
+			return -EAGAIN;
+		}
+		/*
+		 * All the device state left.  Only a destination that said its
+		 * QEMU is gone (RESULT with an error) rules out a guest there.
+		 */
+		if (!strcmp(mig, "completed") && why != MIG_FAIL_PEER_FRONTEND) {
+			c->error = g_strdup("the device state reached the destination but its "
+					    "answer did not come back: the guest may run there; "
+					    "look before you 'cont' it here");
+			return -EAGAIN;
+		}
+	}
+	r = query_status(c, &st);
+	if (r < 0)
+		return r;
+	*ret_place = QEMU_GUEST_SOURCE;
+	/* Its owner resumed it, or QEMU did when its own migration failed. */
+	if (!strcmp(st, "running") || !c->guest_was_running)
+		return 0;
+	return call(c, "cont", NULL, NULL);
+}
+
+int qemu_ctl_end(struct qemu_ctl *c, const struct mig_stats *st,
+		 enum qemu_guest_place *ret_place)
 {
 	bool ok = st->failure == MIG_FAIL_NONE;
 	int r = 0;
 
-	*ret_resumed = false;
+	*ret_place = QEMU_GUEST_SOURCE;
 	if (!c->qmp)
 		return 0;
-	if (!c->incoming && ok) {
-		/* The guest runs on the destination now, as after virsh migrate.
-		 * QEMU may hang up before it answers. */
-		call(c, "quit", NULL, NULL);
-		return 0;
-	}
-	if (!c->incoming) {
-		r = source_failed(c, st->failure, ret_resumed);
-	} else if (!ok && !c->handoff_done) {
+	if (ok) {
+		*ret_place = QEMU_GUEST_DESTINATION;
+		if (!c->incoming) {
+			/* The guest runs on the destination now, as after virsh
+			 * migrate.  QEMU may hang up before it answers. */
+			call_quietly(c, "quit", NULL);
+			return 0;
+		}
+	} else if (!c->incoming) {
+		r = source_failed(c, st->failure, ret_place);
+		if (r == -EAGAIN)
+			return r; /* QEMU stays as it is, for the operator */
+	} else if (handoff_loaded(c) == 1) {
+		*ret_place = QEMU_GUEST_DESTINATION;
+	} else {
 		/* Never run a guest on what a failed migration left here. */
-		call(c, "quit", NULL, NULL);
+		handoff_discard(c);
 		return 0;
 	}
-	/* Tidy: a later migration listens again. */
-	if (c->owner_listening) {
-		g_autofree char *keep = g_steal_pointer(&c->error);
-
-		call(c, "x-vrdma-owner-close", NULL, NULL);
-		g_free(c->error);
-		c->error = g_steal_pointer(&keep);
-	}
+	/* The QEMU that keeps the guest: a later migration starts afresh. */
+	restore_settings(c);
+	if (c->owner_listening)
+		call_quietly(c, "x-vrdma-owner-close", NULL);
+	c->owner_listening = false;
 	return r;
 }
 
@@ -416,14 +608,22 @@ void qemu_ctl_close(struct qemu_ctl *c)
 {
 	qmp_close(c->qmp);
 	c->qmp = NULL;
-	if (c->dir) {
-		g_autofree char *link = g_build_filename(c->dir, "keys.psk", NULL);
+	if (c->dir_fd >= 0) {
+		g_autofree char *name = g_path_get_basename(c->dir);
+		int parent = open(c->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-		g_unlink(link);
-		if (c->owner_path)
-			g_unlink(c->owner_path);
-		g_rmdir(c->dir);
+		unlinkat(c->dir_fd, "keys.psk", 0);
+		unlinkat(c->dir_fd, "owner.sock", 0);
+		close(c->dir_fd);
+		if (parent >= 0) {
+			unlinkat(parent, name, AT_REMOVEDIR);
+			close(parent);
+		}
 	}
+	else if (c->dir)
+		rmdir(c->dir); /* made, but never opened: empty */
+	c->dir_fd = -1;
+	g_clear_pointer(&c->parent, g_free);
 	g_clear_pointer(&c->dir, g_free);
 	g_clear_pointer(&c->owner_path, g_free);
 	g_clear_pointer(&c->error, g_free);

@@ -13,10 +13,18 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "migrate.h"
 
 struct qmp;
+
+/* Where the guest is after qemu_ctl_end(). */
+enum qemu_guest_place {
+	QEMU_GUEST_DESTINATION, /* it runs (or waits, if it was paused) there */
+	QEMU_GUEST_SOURCE,      /* it runs (or waits, if it was paused) here */
+	QEMU_GUEST_UNKNOWN,     /* src: paused here, and it may run there */
+};
 
 struct qemu_ctl {
 	struct qmp *qmp;
@@ -25,12 +33,18 @@ struct qemu_ctl {
 	/* src: the destination's host; dst: the address to listen on ("" any) */
 	const char *stream_host;
 	uint16_t stream_port;  /* dst: --state-port, 0 for any free port */
+	int timeout_ms;        /* each QMP command; settling a migration */
+	uid_t qemu_uid;        /* QEMU's user and group (SO_PEERCRED) */
+	gid_t qemu_gid;
+	char *parent;          /* the private directory's parent */
 	char *dir;             /* private: the owner socket, the PSK link */
+	int dir_fd;
 	char *owner_path;      /* dir/owner.sock, for the engine */
 	bool owner_listening;
+	bool tls;              /* our tls-creds object is in QEMU */
 	bool guest_was_running; /* src */
-	/* src: all the device state left; dst: QEMU loaded it (the guest is here) */
-	bool handoff_done;
+	bool migrate_issued;    /* src: QEMU's own migration was started */
+	bool loaded;            /* dst: QEMU loaded the device state: the guest is here */
 	char *error;
 	struct mig_handoff handoff;
 };
@@ -39,22 +53,25 @@ struct qemu_ctl {
  * Connects to the QMP socket and readies QEMU: the destination must wait
  * with -incoming defer, the source must hold a guest.  With credentials,
  * QEMU's own stream gets the same ones (tls-creds-x509 from the same
- * directory, or tls-creds-psk on the same key file).
+ * directory, or tls-creds-psk on the same key file); without, any left by
+ * an earlier run are cleared.
  */
 int qemu_ctl_open(struct qemu_ctl *c, const char *qmp_path, bool incoming,
 		  const char *stream_host, uint16_t stream_port, const char *x509_dir,
 		  const char *psk_file, const char *tls_hostname, int timeout_ms);
 
 /*
- * After the engine, by its outcome ST: done, the source quits its QEMU
- * and the destination closes its owner socket; failed, the source's guest
- * runs again (cont where QEMU did not resume it itself), except when its
- * device state left and no answer came back (-EAGAIN: it may run on the
- * destination), and the destination's QEMU quits unless it loaded the
- * device state (then the guest is there).  *ret_resumed: the source's
- * guest runs.
+ * After the engine, by its outcome ST.  Done: the source QEMU quits, and
+ * the destination's QEMU gets its migration settings back (no
+ * x-ignore-shared: a later migration sends the RAM).  Failed: the source
+ * settles QEMU's own migration first (cancelled, or ended); its guest runs
+ * again, unless the device state may have been loaded on the destination
+ * (the guest stays paused: *ret_place QEMU_GUEST_UNKNOWN, -EAGAIN).  The
+ * destination's QEMU was discarded by the hand-off, or quits here unless
+ * it holds the guest.
  */
-int qemu_ctl_end(struct qemu_ctl *c, const struct mig_stats *st, bool *ret_resumed);
+int qemu_ctl_end(struct qemu_ctl *c, const struct mig_stats *st,
+		 enum qemu_guest_place *ret_place);
 void qemu_ctl_close(struct qemu_ctl *c);
 
 #endif

@@ -3,7 +3,9 @@
  * A QMP client for one QEMU on this host: its unix socket, one command at a
  * time, each answer matched to its command by id; events in between are
  * read and dropped.  QEMU is a peer like any other: every line is bounded
- * and parsed as JSON, every wait has a limit.
+ * (64 KiB, 32 levels of nesting) and parsed as JSON, every wait has a
+ * limit, and after a reply that leaves the stream out of step the
+ * connection is dropped (later calls fail with -ENOTCONN).
  *
  * Functions return 0 or -errno and never log.  -EREMOTEIO: QEMU answered
  * with an error, whose description *ret_error carries (g_free it).  Where
@@ -13,6 +15,7 @@
 #define VRDMA_QMP_H
 
 #include <json-glib/json-glib.h>
+#include <sys/socket.h>
 
 struct qmp;
 
@@ -27,5 +30,14 @@ void qmp_close(struct qmp *q);
  */
 int qmp_call(struct qmp *q, const char *command, JsonNode *args, JsonNode **ret_return,
 	     char **ret_error);
+
+/* A string member of a JSON object node, or NULL (no object, no such string). */
+const char *qmp_member_str(JsonNode *node, const char *name);
+
+/* The QEMU process at the other end (SO_PEERCRED). */
+int qmp_peer(const struct qmp *q, struct ucred *ret_cred);
+
+/* Until QEMU closes the connection (it exited): 0, or -ETIMEDOUT. */
+int qmp_wait_closed(struct qmp *q, int timeout_ms);
 
 #endif

@@ -593,16 +593,43 @@ static int stop_and_copy(struct source *s)
 }
 
 /*
+ * After our QEMU's stream failed: the destination's RESULT, if its QEMU
+ * failed first (it is then the cause), within a short wait.
+ */
+static int why_not_sent(struct source *s, int err)
+{
+	uint64_t deadline = monotonic_ns() + 5000000000ull;
+	struct peer_msg m;
+
+	for (;;) {
+		int r = peer_try_recv(s, &m);
+
+		if (r > 0 && m.type == PEER_MSG_RESULT && m.u.error) {
+			s->dest_gave_up = true; /* it said all there is to say */
+			return fail(s, MIG_FAIL_PEER_FRONTEND, -m.u.error);
+		}
+		if (r > 0 && m.type == PEER_MSG_RESULT)
+			return 0; /* loaded after all: the guest is there */
+		if (r != 0 || monotonic_ns() > deadline)
+			return fail(s, MIG_FAIL_FRONTEND, err);
+		xport_wait(s->conn, 50);
+	}
+}
+
+/*
  * The device state, after COMMITTED (--qmp on both sides): our QEMU sends
- * it to the port the destination names, and the destination says whether
- * its QEMU loaded it.  The guest stays stopped all along: downtime runs on.
+ * it to the port HANDOFF names, and RESULT says whether the destination's
+ * QEMU loaded it.  RESULT 0 is the end, whatever our QEMU still reports:
+ * the guest is there.  The guest stays stopped here all along (downtime
+ * runs on).  While our QEMU moves bytes, PROGRESS keeps the destination
+ * waiting: the time limit is for silence, not for the whole step.
  */
 static int hand_over(struct source *s)
 {
 	const struct mig_handoff *h = s->cfg->handoff;
-	uint64_t t0 = monotonic_ns(), deadline = peer_deadline(s);
-	bool have_result = false, sent = false;
+	uint64_t t0 = monotonic_ns(), deadline, last_bytes = 0;
 	struct peer_msg m;
+	bool sent = false;
 	int r = peer_recv(s, &m);
 
 	if (r < 0)
@@ -610,29 +637,53 @@ static int hand_over(struct source *s)
 	if (m.type != PEER_MSG_HANDOFF)
 		return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
 	r = h->send(h->opaque, m.u.port);
-	if (r < 0)
-		return fail(s, MIG_FAIL_FRONTEND, r);
-	/* The destination may answer before our QEMU says it is done. */
-	while (!sent || !have_result) {
+	if (r < 0) {
+		r = why_not_sent(s, r);
+		goto done;
+	}
+	deadline = peer_deadline(s);
+	for (;;) {
 		if (!sent) {
-			r = h->sent(h->opaque);
-			if (r < 0)
-				return fail(s, MIG_FAIL_FRONTEND, r);
+			uint64_t bytes = last_bytes;
+
+			r = h->sent(h->opaque, &bytes);
+			if (r < 0) {
+				r = why_not_sent(s, r);
+				goto done;
+			}
 			sent = r > 0;
+			if (sent || bytes != last_bytes) {
+				struct peer_msg p = { .type = PEER_MSG_PROGRESS,
+						      .u.progress = { .round = s->st->rounds,
+								      .bytes = bytes } };
+
+				last_bytes = bytes;
+				deadline = peer_deadline(s);
+				r = peer_send(s, &p, 0);
+				if (r < 0)
+					return r;
+			}
 		}
-		r = have_result ? check_cancel(s) : peer_try_recv(s, &m);
+		r = peer_try_recv(s, &m);
 		if (r < 0)
 			return r;
 		if (r > 0 && m.type != PEER_MSG_RESULT)
 			return fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
-		if (r > 0 && m.u.error)
+		if (r > 0 && m.u.error) {
+			s->dest_gave_up = true;
 			return fail(s, MIG_FAIL_PEER_FRONTEND, -m.u.error);
-		have_result = have_result || r > 0;
+		}
+		if (r > 0)
+			break;
 		if (monotonic_ns() > deadline)
 			return fail(s, sent ? MIG_FAIL_PEER : MIG_FAIL_FRONTEND, -ETIMEDOUT);
-		if (!sent || !have_result)
-			xport_wait(s->conn, 50);
+		xport_wait(s->conn, 50);
 	}
+	r = 0;
+done:
+	if (r < 0)
+		return r;
+	s->st->handoff = true;
 	s->st->handoff_ms = (monotonic_ns() - t0) / 1000000;
 	s->st->downtime_ms = (monotonic_ns() - s->t_stop) / 1000000;
 	return 0;
@@ -643,7 +694,9 @@ static int send_layout(struct source *s)
 {
 	struct peer_msg m = {
 		.type = PEER_MSG_LAYOUT,
-		.u.layout = { .version = PEER_PROTO_VERSION, .nblocks = s->nblocks,
+		.u.layout = { .version = s->cfg->handoff ? PEER_PROTO_VERSION_HANDOFF
+							 : PEER_PROTO_VERSION,
+			      .nblocks = s->nblocks,
 			      .flags = (s->cfg->verify ? PEER_FLAG_VERIFY : 0) |
 				       (s->cfg->handoff ? PEER_FLAG_HANDOFF : 0) },
 	};
@@ -774,10 +827,12 @@ int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 		r = stop_and_copy(&s);
 	if (r == 0) {
 		/* The owner lets its QEMU send the device state only now. */
-		owner_session_finish(s.owner, OWNER_MSG_COMPLETED, 0);
+		r = owner_session_finish(s.owner, OWNER_MSG_COMPLETED, 0);
 		ram_moved = true;
 		if (cfg->handoff)
-			r = hand_over(&s);
+			r = r < 0 ? fail(&s, MIG_FAIL_OWNER, r) : hand_over(&s);
+		else
+			r = 0; /* as before: the caller's migrate will tell */
 	}
 	if (r == 0) {
 		ret_stats->status = "completed";

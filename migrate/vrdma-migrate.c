@@ -41,7 +41,11 @@ enum exit_code {
 	EXIT_SETUP = 7,
 	EXIT_QEMU = 8,      /* --qmp: this host's QEMU refused a step or failed */
 	EXIT_PEER_QEMU = 9, /* --qmp, send: the destination's QEMU did not load the guest */
+	EXIT_GUEST_UNKNOWN = 10, /* --qmp, send: paused here, and it may run there */
 };
+
+/* --qmp: QEMU's own words for a failure of its part. */
+static const struct qemu_ctl *frontend;
 
 struct cli {
 	bool json;
@@ -64,6 +68,8 @@ static const char *failure_reason(enum mig_failure f, int err)
 	if (f == MIG_FAIL_SETUP && err == -EBADMSG)
 		return "the two guests' RAM layouts differ (number, names or sizes of the "
 		       "RAM blocks: compare both QEMUs' -m and memory backends)";
+	if (f == MIG_FAIL_FRONTEND && frontend && frontend->error)
+		return frontend->error;
 	if (f == MIG_FAIL_PEER_FRONTEND)
 		return "the destination's QEMU did not load the guest's device state (its log "
 		       "there says why)";
@@ -92,7 +98,7 @@ static void add_stats(JsonBuilder *b, const struct mig_stats *st)
 	json_out_int(b, "total-time", (gint64)st->total_time_ms);
 	json_out_int(b, "setup-time", (gint64)st->setup_time_ms);
 	json_out_int(b, "downtime", (gint64)st->downtime_ms);
-	if (st->handoff_ms)
+	if (st->handoff)
 		json_out_int(b, "device-state-time", (gint64)st->handoff_ms);
 	if (st->expected_downtime_ms != UINT64_MAX)
 		json_out_int(b, "expected-downtime", (gint64)st->expected_downtime_ms);
@@ -263,7 +269,7 @@ static void print_summary(const struct mig_stats *st)
 	printf("total time: %llu ms, setup: %llu ms, downtime: %llu ms\n",
 	       (unsigned long long)st->total_time_ms, (unsigned long long)st->setup_time_ms,
 	       (unsigned long long)st->downtime_ms);
-	if (st->handoff_ms)
+	if (st->handoff)
 		printf("device state by QEMU's stream: %llu ms (part of the downtime)\n",
 		       (unsigned long long)st->handoff_ms);
 	printf("ram: total %.1f MiB, transferred %.1f MiB, zero pages skipped %llu, "
@@ -343,7 +349,7 @@ static void usage(FILE *f)
 		"                        replaced atomically (node_exporter textfile collector)\n"
 		"  --metrics-instance NAME  the vm=\"NAME\" label every series carries, so\n"
 		"                        several engines' files share one textfile directory\n"
-		"                        (default: the --owner socket's path)\n"
+		"                        (default: the --qmp or --owner socket's path)\n"
 		"  --tls-creds DIR       authenticate both sides with x509 certificates, QEMU's\n"
 		"                        layout: ca-cert.pem, server-cert.pem and server-key.pem\n"
 		"                        (incoming), client-cert.pem and client-key.pem (send)\n"
@@ -357,18 +363,18 @@ static void usage(FILE *f)
 		"  --version             the version, then exit\n"
 		"\n"
 		"Without --tls-creds or --psk-file the port is not authenticated: anyone who\n"
-		"reaches it first can write the guest's RAM. Use them, or a trusted network.\n"
+		"reaches it first can write the guest's RAM (and, with --qmp, the port the\n"
+		"destination QEMU takes the device state on). Use them, or a trusted network.\n"
 		"\n"
 		"Exit codes: 0 completed, 1 peer/transport failure, timeout or failed\n"
 		"authentication, 2 usage, 3 memory owner failure, 4 verification mismatch,\n"
 		"5 peer protocol violation, 6 cancelled (SIGINT/SIGTERM), 7 setup (credentials\n"
 		"that do not load, layouts differ, registration failed), 8 this host's QEMU\n"
 		"refused a step or failed its part (--qmp), 9 send --qmp: the destination's\n"
-		"QEMU did not load the device state.\n"
+		"QEMU did not load the device state, 10 send --qmp: the guest stays paused\n"
+		"here and may run on the destination (look before you 'cont' it).\n"
 		"On any failure the source's guest runs again and the destination discards\n"
-		"what it received (with --qmp its QEMU quits). Only when the device state\n"
-		"left and no answer came back does the source stay paused: the guest may\n"
-		"run on the destination.\n");
+		"what it received (with --qmp its QEMU quits), except in case 10.\n");
 }
 
 static const struct program_info program = { "vrdma-migrate", usage };
@@ -513,6 +519,19 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 			  cli->incoming ? "--listen" : "--to");
 		return -EINVAL;
 	}
+	/* QEMU's stream takes one kind of credentials, and its server checks
+	 * no certificate name. */
+	if (cli->qmp_path && cli->auth.x509_dir && cli->auth.psk_file) {
+		log_error("--qmp takes --tls-creds or --psk-file, not both: QEMU's device-state "
+			  "stream uses one kind of credentials");
+		return -EINVAL;
+	}
+	if (cli->qmp_path && cli->incoming && cli->auth.hostname) {
+		log_error("incoming --qmp cannot check the source's certificate name "
+			  "(--tls-hostname): QEMU's device-state stream would take any certificate "
+			  "of the CA; give the source its own CA instead");
+		return -EINVAL;
+	}
 	if (cli->state_port && (!cli->incoming || !cli->qmp_path)) {
 		log_error("--state-port belongs to 'incoming --qmp'");
 		return -EINVAL;
@@ -592,18 +611,42 @@ static void log_refused(void *opaque, const struct sockaddr *peer, socklen_t len
 		log_warn("refused a connection from %s port %s: %s", host, port, strerror(-err));
 }
 
-/* --qmp: the end on this side, and what became of the guest, in words. */
-static void end_qemu(const struct cli *cli, struct qemu_ctl *qemu, const struct mig_stats *st)
+/*
+ * --qmp: the end on this side, and where the guest is, in words and (with
+ * --json) as a last event.  EXIT_GUEST_UNKNOWN when it may run on the
+ * destination while it waits here: the operator must look.
+ */
+static int end_qemu(const struct cli *cli, struct qemu_ctl *qemu, const struct mig_stats *st)
 {
-	bool resumed;
-	int r = qemu_ctl_end(qemu, st, &resumed);
+	static const char *const places[] = { [QEMU_GUEST_DESTINATION] = "destination",
+					      [QEMU_GUEST_SOURCE] = "source",
+					      [QEMU_GUEST_UNKNOWN] = "unknown" };
+	enum qemu_guest_place place;
+	int r = qemu_ctl_end(qemu, st, &place);
 
 	if (r < 0)
 		log_error("QEMU at %s: %s", cli->qmp_path, qemu->error);
 	else if (st->failure != MIG_FAIL_NONE && !cli->incoming)
-		log_info("the guest %s on this host", resumed ? "runs again" : "stays paused");
-	else if (st->failure != MIG_FAIL_NONE && qemu->handoff_done)
-		log_warn("the guest runs on this host, but the source may not have heard it");
+		log_info("the guest runs on this host again (unless it was paused)");
+	else if (st->failure != MIG_FAIL_NONE && place == QEMU_GUEST_DESTINATION)
+		log_warn("the guest is on this host now, but the source may not have heard it");
+	else if (st->failure != MIG_FAIL_NONE)
+		log_info("this host's QEMU quit: it never ran the guest");
+	if (cli->json) {
+		g_autoptr(JsonBuilder) b = json_builder_new();
+		g_autofree char *text = NULL;
+
+		json_builder_begin_object(b);
+		json_out_str(b, "event", "guest");
+		json_out_str(b, "place", places[place]);
+		if (r < 0 && qemu->error)
+			json_out_str(b, "error-desc", qemu->error);
+		json_builder_end_object(b);
+		text = json_out_text(b, FALSE);
+		printf("%s\n", text);
+		fflush(stdout);
+	}
+	return place == QEMU_GUEST_UNKNOWN ? EXIT_GUEST_UNKNOWN : exit_code(st);
 }
 
 int main(int argc, char **argv)
@@ -614,7 +657,7 @@ int main(int argc, char **argv)
 	struct cli cli = { 0 };
 	struct mig_stats st = { 0 };
 	struct mig_cfg cfg;
-	int r;
+	int r, code;
 
 	log_init("vrdma-migrate", LOG_LVL_INFO);
 	mig_cfg_default(&cfg);
@@ -638,9 +681,16 @@ int main(int argc, char **argv)
 		r = qemu_ctl_open(&qemu, cli.qmp_path, cli.incoming, cfg.host, cli.state_port,
 				  cli.auth.x509_dir, cli.auth.psk_file, cli.auth.hostname,
 				  cfg.owner_timeout_ms);
+		frontend = &qemu;
 		if (r < 0) {
+			/* Nothing was asked of the engine: the guest is where it was. */
 			log_error("QEMU at %s: %s", cli.qmp_path, qemu.error);
+			st.status = "failed";
 			st.failure = MIG_FAIL_FRONTEND;
+			st.error = r;
+			if (cli.json)
+				print_json_event(&(struct mig_event){ MIG_EV_FAILED, &st });
+			code = EXIT_QEMU;
 			goto out;
 		}
 		cfg.owner_path = qemu.owner_path;
@@ -648,20 +698,17 @@ int main(int argc, char **argv)
 	}
 	r = cli.incoming ? mig_incoming(&cfg, on_event, &cli, &st)
 			 : mig_send(&cfg, on_event, &cli, &st);
-	if (r < 0 && (st.failure == MIG_FAIL_FRONTEND) && qemu.error)
-		log_error("QEMU at %s: %s", cli.qmp_path, qemu.error);
 	if (!cli.json) {
 		if (r < 0)
 			log_error("migration failed (%s): %s", failure_text(st.failure),
 				  failure_reason(st.failure, r));
 		print_summary(&st);
 	}
-	if (cli.qmp_path)
-		end_qemu(&cli, &qemu, &st);
+	code = cli.qmp_path ? end_qemu(&cli, &qemu, &st) : exit_code(&st);
 out:
 	qemu_ctl_close(&qemu);
 	g_free((char *)cfg.host);
 	g_free((char *)cfg.port);
 	xport_auth_free(auth);
-	return exit_code(&st);
+	return code;
 }

@@ -1125,7 +1125,7 @@ static struct peer_msg p_valid(unsigned type, unsigned variant)
 	m.type = (enum peer_msg_type)type;
 	switch (type) {
 	case PEER_MSG_LAYOUT:
-		m.u.layout.version = 1;
+		m.u.layout.version = variant == 2 ? 2 : 1;
 		m.u.layout.nblocks = variant ? 64 : 1;
 		m.u.layout.flags = (variant & 1 ? PEER_FLAG_VERIFY : 0) |
 				   (variant == 2 ? PEER_FLAG_HANDOFF : 0);
@@ -1495,13 +1495,17 @@ static void test_peer_fields(void **state)
 	/* LAYOUT */
 	ut_assert_rc(layout_rc(1, 1, 0, 0), 0, "layout");
 	ut_assert_rc(layout_rc(1, 64, 1, 0), 0, "layout 64 verify");
-	ut_assert_rc(layout_rc(2, 1, 0, 0), -EPROTONOSUPPORT, "layout v2");
+	ut_assert_rc(layout_rc(3, 1, 0, 0), -EPROTONOSUPPORT, "layout v3");
+	ut_assert_rc(layout_rc(2, 1, 2, 0), 0, "layout v2 hand-off");
+	ut_assert_rc(layout_rc(2, 1, 3, 0), 0, "layout v2 hand-off, verify");
+	ut_assert_rc(layout_rc(2, 1, 0, 0), -EBADMSG, "layout v2 without hand-off");
+	ut_assert_rc(layout_rc(2, 1, 1, 0), -EBADMSG, "layout v2 verify, no hand-off");
 	ut_assert_rc(layout_rc(0, 1, 0, 0), -EPROTONOSUPPORT, "layout v0");
 	ut_assert_rc(layout_rc(UINT32_MAX, 1, 0, 0), -EPROTONOSUPPORT, "layout v~0");
 	ut_assert_rc(layout_rc(1, 0, 0, 0), -EBADMSG, "layout 0 blocks");
 	ut_assert_rc(layout_rc(1, 65, 0, 0), -EBADMSG, "layout 65 blocks");
-	ut_assert_rc(layout_rc(1, 1, 2, 0), 0, "layout hand-off");
-	ut_assert_rc(layout_rc(1, 1, 3, 0), 0, "layout verify, hand-off");
+	ut_assert_rc(layout_rc(1, 1, 2, 0), -EBADMSG, "layout v1 with hand-off");
+	ut_assert_rc(layout_rc(1, 1, 3, 0), -EBADMSG, "layout v1 verify, hand-off");
 	ut_assert_rc(layout_rc(1, 1, 4, 0), -EBADMSG, "layout flags 4");
 	ut_assert_rc(layout_rc(1, 1, 7, 0), -EBADMSG, "layout flags 7");
 	ut_assert_rc(layout_rc(1, 1, 0x80000000u, 0), -EBADMSG, "layout flags 2^31");
@@ -1667,10 +1671,11 @@ static int ref_peer(const uint8_t *b, size_t len)
 		return -EBADMSG;
 	switch (type) {
 	case 1:
-		if (ut_ld(p, 4) != 1)
+		if (ut_ld(p, 4) != 1 && ut_ld(p, 4) != 2)
 			return -EPROTONOSUPPORT;
 		return ut_ld(p + 4, 4) >= 1 && ut_ld(p + 4, 4) <= 64 && !(ut_ld(p + 8, 4) & ~3ull) &&
-			       !ut_ld(p + 12, 4) ? 0 : -EBADMSG;
+			       !ut_ld(p + 12, 4) && !!(ut_ld(p + 8, 4) & 2) == (ut_ld(p, 4) == 2)
+			       ? 0 : -EBADMSG;
 	case 2: {
 		uint64_t page = ut_ld(p + 4, 4), size = ut_ld(p + 8, 8);
 
@@ -1766,6 +1771,7 @@ static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 	case PEER_MSG_LAYOUT:
 		m.u.layout.nblocks = 1 + (uint32_t)ut_rnd_below(64);
 		m.u.layout.flags = (uint32_t)ut_rnd_below(4);
+		m.u.layout.version = m.u.layout.flags & PEER_FLAG_HANDOFF ? 2 : 1;
 		break;
 	case PEER_MSG_BLOCK: {
 		uint32_t page = 1u << (12 + ut_rnd_below(19));

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+/*
+ * migrate/qmp.c against a QEMU that misbehaves: a fake QMP server (a
+ * thread on a unix socket) plays a script of lines, "@ID@" standing for the
+ * id of the command it read last.  Each hostile case fails for its own
+ * cause: the line bound, the nesting bound, the id match, EOF, silence.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "qmp.h"
+
+#define GREETING "{\"QMP\": {\"version\": {}, \"capabilities\": []}}"
+#define CAPS_OK "{\"return\": {}, \"id\": @ID@}"
+
+struct fake {
+	char dir[64];
+	char path[128];
+	int listen_fd;
+	pthread_t thread;
+	const char *const *script; /* "<" reads a command line, else a line to send */
+	bool close_at_end;          /* else: stay silent until the client leaves */
+};
+
+static void send_line(int fd, const char *line, const char *id)
+{
+	g_autoptr(GString) out = g_string_new(line);
+
+	g_string_replace(out, "@ID@", id, 0);
+	g_string_append_c(out, '\n');
+	assert_int_equal(send(fd, out->str, out->len, MSG_NOSIGNAL), (ssize_t)out->len);
+}
+
+/* The id of one command line read from fd ("0" if none). */
+static char *read_command(int fd)
+{
+	g_autoptr(GString) line = g_string_new(NULL);
+	const char *at;
+	char c;
+
+	while (read(fd, &c, 1) == 1 && c != '\n')
+		g_string_append_c(line, c);
+	at = strstr(line->str, "\"id\":");
+	return g_strdup(at ? at + 5 : "0");
+}
+
+static void *serve(void *opaque)
+{
+	struct fake *f = opaque;
+	g_autofree char *id = g_strdup("0");
+	int fd = accept(f->listen_fd, NULL, NULL);
+	char c;
+
+	if (fd < 0)
+		return NULL;
+	for (const char *const *s = f->script; *s; s++) {
+		if (!strcmp(*s, "<")) {
+			char *end;
+
+			g_free(id);
+			id = read_command(fd);
+			end = id + strspn(id, "0123456789");
+			*end = '\0';
+		} else {
+			send_line(fd, *s, id);
+		}
+	}
+	while (!f->close_at_end && read(fd, &c, 1) > 0)
+		;
+	close(fd);
+	return NULL;
+}
+
+static void fake_start(struct fake *f, const char *const *script, bool close_at_end)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	memset(f, 0, sizeof(*f));
+	strcpy(f->dir, "/tmp/test-qmp-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/qmp.sock", f->dir);
+	strcpy(sa.sun_path, f->path);
+	f->script = script;
+	f->close_at_end = close_at_end;
+	f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(f->listen_fd >= 0);
+	assert_int_equal(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(f->listen_fd, 1), 0);
+	assert_int_equal(pthread_create(&f->thread, NULL, serve, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+	pthread_join(f->thread, NULL);
+	close(f->listen_fd);
+	unlink(f->path);
+	rmdir(f->dir);
+}
+
+/* Connects through greeting and capabilities, then runs COMMAND once. */
+static int run_one(const char *const *script, bool close_at_end, int timeout_ms,
+		   JsonNode **ret, char **ret_error)
+{
+	struct fake f;
+	struct qmp *q = NULL;
+	int r;
+
+	fake_start(&f, script, close_at_end);
+	r = qmp_connect(f.path, timeout_ms, &q, ret_error);
+	assert_int_equal(r, 0);
+	r = qmp_call(q, "query-status", NULL, ret, ret_error);
+	qmp_close(q);
+	fake_stop(&f);
+	return r;
+}
+
+static void test_answer_after_events_and_strangers(void **state)
+{
+	static const char *const script[] = {
+		GREETING, "<", CAPS_OK, "<",
+		"{\"event\": \"STOP\", \"timestamp\": {}}",
+		"{\"return\": {\"status\": \"paused\"}, \"id\": 999}",
+		"{\"return\": {\"status\": \"paused\"}, \"id\": \"@ID@\"}",
+		"{\"return\": {\"status\": \"running\", \"running\": true}, \"id\": @ID@}",
+		NULL,
+	};
+	g_autoptr(JsonNode) ret = NULL;
+	g_autofree char *err = NULL;
+	(void)state;
+
+	assert_int_equal(run_one(script, true, 2000, &ret, &err), 0);
+	/* Not the event, not another id, not a string id: the answer. */
+	assert_string_equal(qmp_member_str(ret, "status"), "running");
+	/* A member that is not a string is no string. */
+	assert_null(qmp_member_str(ret, "running"));
+	assert_null(qmp_member_str(ret, "nothing"));
+}
+
+static void test_error_keeps_the_connection(void **state)
+{
+	static const char *const script[] = {
+		GREETING, "<", CAPS_OK, "<",
+		"{\"error\": {\"class\": \"GenericError\", \"desc\": \"no such thing\"}, "
+		"\"id\": @ID@}",
+		"<", "{\"return\": {\"status\": \"running\"}, \"id\": @ID@}", NULL,
+	};
+	g_autoptr(JsonNode) ret = NULL;
+	g_autofree char *err = NULL;
+	struct qmp *q = NULL;
+	struct fake f;
+	(void)state;
+
+	fake_start(&f, script, false);
+	assert_int_equal(qmp_connect(f.path, 2000, &q, &err), 0);
+	assert_int_equal(qmp_call(q, "query-status", NULL, NULL, &err), -EREMOTEIO);
+	assert_non_null(strstr(err, "no such thing"));
+	assert_int_equal(qmp_call(q, "query-status", NULL, &ret, &err), 0);
+	assert_string_equal(qmp_member_str(ret, "status"), "running");
+	qmp_close(q);
+	fake_stop(&f);
+}
+
+static void test_line_too_long_drops_the_connection(void **state)
+{
+	g_autofree char *big = NULL;
+	g_autofree char *err = NULL;
+	const char *script[] = { GREETING, "<", CAPS_OK, "<", NULL, NULL };
+	struct qmp *q = NULL;
+	struct fake f;
+	(void)state;
+
+	/* 65 KiB inside one string: valid JSON, one line, over the bound. */
+	big = g_strdup_printf("{\"return\": {\"status\": \"%0*d\"}, \"id\": @ID@}", 65 << 10, 0);
+	script[4] = big;
+	fake_start(&f, script, false);
+	assert_int_equal(qmp_connect(f.path, 2000, &q, &err), 0);
+	assert_int_equal(qmp_call(q, "query-status", NULL, NULL, &err), -EMSGSIZE);
+	/* Out of step from here: nothing more is read. */
+	assert_int_equal(qmp_call(q, "query-status", NULL, NULL, &err), -ENOTCONN);
+	qmp_close(q);
+	fake_stop(&f);
+}
+
+static void test_deep_nesting_refused(void **state)
+{
+	g_autofree char *deep = NULL, *err = NULL;
+	g_autoptr(GString) s = g_string_new("{\"return\": ");
+	const char *script[] = { GREETING, "<", CAPS_OK, "<", NULL, NULL };
+	(void)state;
+
+	for (int i = 0; i < 40; i++)
+		g_string_append_c(s, '[');
+	for (int i = 0; i < 40; i++)
+		g_string_append_c(s, ']');
+	g_string_append(s, ", \"id\": @ID@}");
+	deep = g_string_free(g_steal_pointer(&s), FALSE);
+	script[4] = deep;
+	assert_int_equal(run_one(script, false, 2000, NULL, &err), -EBADMSG);
+}
+
+static void test_brackets_in_strings_are_text(void **state)
+{
+	static const char *const script[] = {
+		GREETING, "<", CAPS_OK, "<",
+		"{\"return\": {\"status\": \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\\"\"}, "
+		"\"id\": @ID@}",
+		NULL,
+	};
+	g_autoptr(JsonNode) ret = NULL;
+	g_autofree char *err = NULL;
+	(void)state;
+
+	assert_int_equal(run_one(script, false, 2000, &ret, &err), 0);
+	assert_non_null(qmp_member_str(ret, "status"));
+}
+
+static void test_qemu_exits_mid_call(void **state)
+{
+	static const char *const script[] = { GREETING, "<", CAPS_OK, "<", NULL };
+	g_autofree char *err = NULL;
+	struct qmp *q = NULL;
+	struct fake f;
+	(void)state;
+
+	fake_start(&f, script, true);
+	assert_int_equal(qmp_connect(f.path, 2000, &q, &err), 0);
+	assert_int_equal(qmp_call(q, "quit", NULL, NULL, &err), -ECONNRESET);
+	/* Gone is gone: later calls say so, and waiting for the close is over. */
+	assert_int_equal(qmp_call(q, "quit", NULL, NULL, &err), -ECONNRESET);
+	assert_int_equal(qmp_wait_closed(q, 100), 0);
+	qmp_close(q);
+	fake_stop(&f);
+}
+
+static void test_silence_times_out(void **state)
+{
+	static const char *const script[] = { GREETING, "<", CAPS_OK, "<", NULL };
+	g_autofree char *err = NULL;
+	(void)state;
+
+	assert_int_equal(run_one(script, false, 200, NULL, &err), -ETIMEDOUT);
+}
+
+static void test_not_a_qmp_socket(void **state)
+{
+	static const char *const script[] = { "{\"hello\": 1}", NULL };
+	g_autofree char *err = NULL;
+	struct qmp *q = NULL;
+	struct fake f;
+	(void)state;
+
+	fake_start(&f, script, true);
+	assert_int_equal(qmp_connect(f.path, 2000, &q, &err), -EPROTO);
+	assert_non_null(strstr(err, "not a QMP socket"));
+	fake_stop(&f);
+	assert_int_equal(qmp_connect("/nonexistent/qmp.sock", 200, &q, &err), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_answer_after_events_and_strangers),
+		cmocka_unit_test(test_error_keeps_the_connection),
+		cmocka_unit_test(test_line_too_long_drops_the_connection),
+		cmocka_unit_test(test_deep_nesting_refused),
+		cmocka_unit_test(test_brackets_in_strings_are_text),
+		cmocka_unit_test(test_qemu_exits_mid_call),
+		cmocka_unit_test(test_silence_times_out),
+		cmocka_unit_test(test_not_a_qmp_socket),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
