@@ -282,11 +282,14 @@ static int owner_listen(struct qemu_ctl *c)
 	return r;
 }
 
-/* "tcp:HOST:PORT", with an IPv6 address in brackets; any address: both families. */
+/*
+ * "tcp:HOST:PORT", with an IPv6 address in brackets.  No host: QEMU takes
+ * the passive addresses getaddrinfo() gives, as the engine's own listener.
+ */
 static char *tcp_uri(const char *host, unsigned port)
 {
 	if (!host || !*host)
-		host = "::";
+		return g_strdup_printf("tcp::%u", port);
 	return strchr(host, ':') ? g_strdup_printf("tcp:[%s]:%u", host, port)
 				 : g_strdup_printf("tcp:%s:%u", host, port);
 }

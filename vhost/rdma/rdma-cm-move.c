@@ -24,8 +24,7 @@
 
 static bool goes_on(const struct rdma_cm_conn *c)
 {
-	return c->state == CM_CONNECTED && c->qp &&
-	       (c->qp->state == VRDMA_QPS_RTR || c->qp->state == VRDMA_QPS_RTS);
+	return c->state == CM_CONNECTED && c->qp && rdma_qp_state_connected(c->qp->state);
 }
 
 /* The final event of a connection that cannot go on. */

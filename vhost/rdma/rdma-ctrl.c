@@ -744,7 +744,7 @@ static struct rdma_qp *local_peer(const struct rdma_dev *d, const struct rdma_qp
 	struct rdma_qp *peer;
 	int guest_index;
 
-	if (qp->state < VRDMA_QPS_RTR || qp->state > VRDMA_QPS_RTS)
+	if (!rdma_qp_state_connected(qp->state))
 		return NULL;
 	peer = g_hash_table_lookup(d->qp_by_qpn, GUINT_TO_POINTER(h->dest_qp_num));
 	guest_index = rdma_gid_from_host(d->sh, h->ah_attr.grh.sgid_index);

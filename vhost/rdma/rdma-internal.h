@@ -277,6 +277,15 @@ struct rdma_peer_link {
 	uint64_t deadline;
 };
 
+/*
+ * A QP in RTR or RTS is connected: it names its peer, moves connected, and
+ * an rdma_cm connection on it goes on after a move.
+ */
+static inline bool rdma_qp_state_connected(uint32_t qp_state)
+{
+	return qp_state == VRDMA_QPS_RTR || qp_state == VRDMA_QPS_RTS;
+}
+
 struct rdma_qp {
 	struct rdma_dev *dev; /* its connection, for host events */
 	struct rdma_cm_conn *conn; /* the CM connection it is in, if any */

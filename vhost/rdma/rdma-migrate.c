@@ -66,11 +66,6 @@ static int qp_attr_now(struct rdma_dev *d, struct rdma_qp *qp, struct vrdma_modi
 	return 0;
 }
 
-static bool connected_state(uint32_t state)
-{
-	return state == VRDMA_QPS_RTR || state == VRDMA_QPS_RTS;
-}
-
 /* ---- saving ---- */
 
 static void save_mr(struct rdma_state_writer *w, const struct rdma_mr *mr)
@@ -173,7 +168,7 @@ int rdma_save_state(void *opaque, uint8_t **ret_data, size_t *ret_len)
 	for (uint32_t i = 0; i < d->qps.cap; i++) {
 		const struct rdma_qp *qp = d->qps.obj[i];
 
-		if (qp && qp->moving && connected_state(qp->state))
+		if (qp && qp->moving && rdma_qp_state_connected(qp->state))
 			save_peer(&w, qp);
 	}
 	rdma_cm_save(d, &w);

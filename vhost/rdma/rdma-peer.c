@@ -122,8 +122,7 @@ static bool connected_to(struct rdma_qp *qp, const uint8_t gid[16], uint32_t qpn
 {
 	struct ibv_qp_attr a;
 
-	return (qp->state == VRDMA_QPS_RTR || qp->state == VRDMA_QPS_RTS) &&
-	       !rdma_peer_host_attr(qp, &a) && a.dest_qp_num == qpn &&
+	return rdma_qp_state_connected(qp->state) && !rdma_peer_host_attr(qp, &a) && a.dest_qp_num == qpn &&
 	       !memcmp(a.ah_attr.grh.dgid.raw, gid, 16);
 }
 

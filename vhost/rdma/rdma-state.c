@@ -542,7 +542,7 @@ static int whole_qp(void *opaque, struct rdma_state_qp *qp)
 	if (!has(w->pds, qp->req.pd) || !has(w->cqs, qp->req.send_cq) ||
 	    !has(w->cqs, qp->req.recv_cq))
 		return VRDMA_ENOENT;
-	if (qp->attr.attr.qp_state == VRDMA_QPS_RTR || qp->attr.attr.qp_state == VRDMA_QPS_RTS)
+	if (rdma_qp_state_connected(qp->attr.attr.qp_state))
 		add_unique(w->connected_qps, qp->handle);
 	return add_unique(w->qps, qp->handle) && add_unique(w->qpns, qp->qpn) ? VRDMA_OK
 									       : VRDMA_EINVAL;
