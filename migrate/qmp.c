@@ -39,14 +39,30 @@ static int say(char **ret_error, int err, const char *fmt, ...)
 	return err;
 }
 
+/* Waits until fd is ready for EVENTS, at most until deadline_ns. */
+static int wait_fd(int fd, short events, uint64_t deadline_ns)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = events };
+		uint64_t now = monotonic_ns();
+		int r;
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)((deadline_ns - now + 999999) / 1000000));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r > 0)
+			return 0;
+	}
+}
+
 /* The next whole line, without its end; -ETIMEDOUT, -ECONNRESET (EOF). */
 static int read_line(struct qmp *q, char **ret_line, uint64_t deadline_ns)
 {
 	for (;;) {
 		char *nl = memchr(q->in->str, '\n', q->in->len);
 		char buf[4096];
-		struct pollfd p = { .fd = q->fd, .events = POLLIN };
-		uint64_t now = monotonic_ns();
 		ssize_t n;
 		int r;
 
@@ -59,13 +75,9 @@ static int read_line(struct qmp *q, char **ret_line, uint64_t deadline_ns)
 		}
 		if (q->in->len > QMP_MAX_LINE)
 			return -EMSGSIZE; /* the caller drops the connection */
-		if (now >= deadline_ns)
-			return -ETIMEDOUT;
-		r = poll(&p, 1, (int)((deadline_ns - now + 999999) / 1000000));
-		if (r < 0 && errno != EINTR)
-			return -errno;
-		if (r <= 0)
-			continue;
+		r = wait_fd(q->fd, POLLIN, deadline_ns);
+		if (r < 0)
+			return r;
 		n = read(q->fd, buf, sizeof(buf));
 		if (n < 0 && errno == ECONNRESET)
 			return -ECONNRESET;
@@ -119,24 +131,6 @@ static int read_object(struct qmp *q, JsonNode **ret_node, uint64_t deadline_ns)
 		return -EBADMSG;
 	*ret_node = json_node_ref(root);
 	return 0;
-}
-
-/* Waits until fd is ready for EVENTS, at most until deadline_ns. */
-static int wait_fd(int fd, short events, uint64_t deadline_ns)
-{
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = events };
-		uint64_t now = monotonic_ns();
-		int r;
-
-		if (now >= deadline_ns)
-			return -ETIMEDOUT;
-		r = poll(&p, 1, (int)((deadline_ns - now + 999999) / 1000000));
-		if (r < 0 && errno != EINTR)
-			return -errno;
-		if (r > 0)
-			return 0;
-	}
 }
 
 static int send_all(int fd, const char *s, size_t len, uint64_t deadline_ns)
