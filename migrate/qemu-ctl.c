@@ -12,11 +12,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <gnutls/gnutls.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "qmp.h"
 #include "util.h"
 
@@ -24,6 +26,12 @@
 /* Root's private directories live here: root-owned, not sticky, so that
  * QEMU's user, owner of its own directory, cannot swap it under us. */
 #define ROOT_RUN_DIR "/run/vrdma-migrate"
+#define DH_PARAMS "dh-params.pem"
+
+/* What a QEMU TLS server reads of an x509 directory besides DH_PARAMS. */
+static const char *const x509_server_files[] = {
+	"ca-cert.pem", "ca-crl.pem", "server-cert.pem", "server-key.pem", NULL
+};
 
 /* {"NAME": VALUE} builders for the few arguments the steps take. */
 static JsonNode *args_str(const char *name, const char *value)
@@ -133,18 +141,96 @@ static char *psk_identity(const char *file)
 }
 
 /*
- * QEMU's stream gets the engine's credentials: x509 from the same
- * directory (the layouts are QEMU's), or the PSK through a keys.psk link
- * in the private directory (QEMU reads a directory, the engine a file).
+ * A QEMU TLS server needs Diffie-Hellman parameters, and with no
+ * dh-params.pem in its directory it generates a 2048-bit group: seconds of
+ * CPU natively, ten times that under emulation, with QMP silent meanwhile
+ * (object-add ran past the engine's timeout in CI).  The RFC 7919 group
+ * GnuTLS carries is what a generated one would be worth, and free.
  */
+static int write_dh_params(struct qemu_ctl *c)
+{
+	gnutls_dh_params_t dh = NULL;
+	gnutls_datum_t pem = { 0 };
+	int fd, r = gnutls_dh_params_init(&dh);
+
+	if (r == 0)
+		r = gnutls_dh_params_import_raw(dh, &gnutls_ffdhe_2048_group_prime,
+						&gnutls_ffdhe_2048_group_generator);
+	if (r == 0)
+		r = gnutls_dh_params_export2_pkcs3(dh, GNUTLS_X509_FMT_PEM, &pem);
+	if (dh)
+		gnutls_dh_params_deinit(dh);
+	if (r < 0) {
+		c->error = g_strdup_printf("Diffie-Hellman parameters for QEMU: %s",
+					   gnutls_strerror(r));
+		return -EIO;
+	}
+	fd = openat(c->dir_fd, DH_PARAMS, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		    0644);
+	r = fd < 0 ? -errno : write_all(fd, pem.data, pem.size);
+	if (fd >= 0)
+		close(fd);
+	gnutls_free(pem.data);
+	if (r < 0)
+		c->error = g_strdup_printf("%s/" DH_PARAMS ": %s", c->dir, strerror(-r));
+	return r;
+}
+
+/* NAME in the private directory, a link to PATH. */
+static int link_in_dir(struct qemu_ctl *c, const char *path, const char *name)
+{
+	g_autofree char *abs = g_canonicalize_filename(path, NULL);
+	int r = symlinkat(abs, c->dir_fd, name) < 0 ? -errno : 0;
+
+	if (r < 0)
+		c->error = g_strdup_printf("%s/%s: %s", c->dir, name, strerror(-r));
+	return r;
+}
+
+/*
+ * The directory QEMU's tls-creds object reads.  PSK: the private one, with
+ * a keys.psk link (QEMU reads a directory, the engine a file).  x509: the
+ * operator's own (the layouts are QEMU's); but a server's that lacks
+ * dh-params.pem is linked file by file into the private one, beside ours.
+ */
+static int creds_dir(struct qemu_ctl *c, const char *x509_dir, const char *psk_file,
+		     const char **ret_dir)
+{
+	g_autofree char *dh = NULL;
+	int r;
+
+	if (!x509_dir) {
+		*ret_dir = c->dir;
+		r = link_in_dir(c, psk_file, "keys.psk");
+		return r < 0 || !c->incoming ? r : write_dh_params(c);
+	}
+	*ret_dir = x509_dir;
+	dh = g_build_filename(x509_dir, DH_PARAMS, NULL);
+	if (!c->incoming || access(dh, F_OK) == 0)
+		return 0;
+	for (const char *const *name = x509_server_files; *name; name++) {
+		g_autofree char *file = g_build_filename(x509_dir, *name, NULL);
+
+		/* Those missing stay missing: QEMU names them. */
+		if (access(file, F_OK) == 0 && (r = link_in_dir(c, file, *name)) < 0)
+			return r;
+	}
+	*ret_dir = c->dir;
+	return write_dh_params(c);
+}
+
+/* QEMU's stream gets the engine's credentials, x509 or PSK. */
 static int set_tls(struct qemu_ctl *c, const char *x509_dir, const char *psk_file,
 		   const char *hostname)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonBuilder) p = json_builder_new();
-	g_autofree char *abs = NULL, *user = NULL;
-	int r;
+	g_autofree char *user = NULL;
+	const char *dir;
+	int r = creds_dir(c, x509_dir, psk_file, &dir);
 
+	if (r < 0)
+		return r;
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "qom-type");
 	json_builder_add_string_value(b, x509_dir ? "tls-creds-x509" : "tls-creds-psk");
@@ -153,27 +239,18 @@ static int set_tls(struct qemu_ctl *c, const char *x509_dir, const char *psk_fil
 	json_builder_set_member_name(b, "endpoint");
 	json_builder_add_string_value(b, c->incoming ? "server" : "client");
 	json_builder_set_member_name(b, "dir");
+	json_builder_add_string_value(b, dir);
 	if (x509_dir) {
-		json_builder_add_string_value(b, x509_dir);
 		json_builder_set_member_name(b, "verify-peer");
 		json_builder_add_boolean_value(b, TRUE);
-	} else {
-		abs = g_canonicalize_filename(psk_file, NULL);
-		if (symlinkat(abs, c->dir_fd, "keys.psk") < 0) {
-			r = -errno;
-			c->error = g_strdup_printf("%s/keys.psk: %s", c->dir, strerror(-r));
-			return r;
+	} else if (!c->incoming) {
+		user = psk_identity(psk_file);
+		if (!user) {
+			c->error = g_strdup_printf("%s: no IDENTITY:HEXKEY line", psk_file);
+			return -EBADMSG;
 		}
-		json_builder_add_string_value(b, c->dir);
-		if (!c->incoming) {
-			user = psk_identity(psk_file);
-			if (!user) {
-				c->error = g_strdup_printf("%s: no IDENTITY:HEXKEY line", psk_file);
-				return -EBADMSG;
-			}
-			json_builder_set_member_name(b, "username");
-			json_builder_add_string_value(b, user);
-		}
+		json_builder_set_member_name(b, "username");
+		json_builder_add_string_value(b, user);
 	}
 	json_builder_end_object(b);
 	/* Left over by an engine that was killed: replace it. */
@@ -611,20 +688,24 @@ void qemu_ctl_close(struct qemu_ctl *c)
 {
 	qmp_close(c->qmp);
 	c->qmp = NULL;
-	if (c->dir_fd >= 0) {
+	/* A struct that never reached qemu_ctl_open() has no directory either. */
+	if (c->dir && c->dir_fd >= 0) {
 		g_autofree char *name = g_path_get_basename(c->dir);
 		int parent = open(c->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-		unlinkat(c->dir_fd, "keys.psk", 0);
 		unlinkat(c->dir_fd, "owner.sock", 0);
+		unlinkat(c->dir_fd, "keys.psk", 0);
+		unlinkat(c->dir_fd, DH_PARAMS, 0);
+		for (const char *const *file = x509_server_files; *file; file++)
+			unlinkat(c->dir_fd, *file, 0);
 		close(c->dir_fd);
 		if (parent >= 0) {
 			unlinkat(parent, name, AT_REMOVEDIR);
 			close(parent);
 		}
-	}
-	else if (c->dir)
+	} else if (c->dir) {
 		rmdir(c->dir); /* made, but never opened: empty */
+	}
 	c->dir_fd = -1;
 	g_clear_pointer(&c->parent, g_free);
 	g_clear_pointer(&c->dir, g_free);

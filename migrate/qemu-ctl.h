@@ -37,7 +37,7 @@ struct qemu_ctl {
 	uid_t qemu_uid;        /* QEMU's user and group (SO_PEERCRED) */
 	gid_t qemu_gid;
 	char *parent;          /* the private directory's parent */
-	char *dir;             /* private: the owner socket, the PSK link */
+	char *dir;             /* private: the owner socket, QEMU's TLS files */
 	int dir_fd;
 	char *owner_path;      /* dir/owner.sock, for the engine */
 	bool owner_listening;

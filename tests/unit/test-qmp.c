@@ -4,6 +4,7 @@
  * thread on a unix socket) plays a script of lines, "@ID@" standing for the
  * id of the command it read last.  Each hostile case fails for its own
  * cause: the line bound, the nesting bound, the id match, EOF, silence.
+ * Then migrate/qemu-ctl.c's TLS set-up, from the commands the fake read.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,12 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <glib.h>
+#include <gnutls/gnutls.h>
 
+#include "qemu-ctl.h"
 #include "qmp.h"
 
 #define GREETING "{\"QMP\": {\"version\": {}, \"capabilities\": []}}"
@@ -33,6 +37,7 @@ struct fake {
 	pthread_t thread;
 	const char *const *script; /* "<" reads a command line, else a line to send */
 	bool close_at_end;          /* else: stay silent until the client leaves */
+	GPtrArray *commands;        /* the lines it read, parsed */
 };
 
 static void send_line(int fd, const char *line, const char *id)
@@ -44,17 +49,24 @@ static void send_line(int fd, const char *line, const char *id)
 	assert_int_equal(send(fd, out->str, out->len, MSG_NOSIGNAL), (ssize_t)out->len);
 }
 
-/* The id of one command line read from fd ("0" if none). */
-static char *read_command(int fd)
+/* The id of one command line read from fd ("0" if none); keeps the line. */
+static char *read_command(struct fake *f, int fd)
 {
 	g_autoptr(GString) line = g_string_new(NULL);
-	const char *at;
+	JsonNode *parsed, *id = NULL;
 	char c;
 
 	while (read(fd, &c, 1) == 1 && c != '\n')
 		g_string_append_c(line, c);
-	at = strstr(line->str, "\"id\":");
-	return g_strdup(at ? at + 5 : "0");
+	parsed = json_from_string(line->str, NULL);
+	if (!parsed)
+		return g_strdup("0");
+	g_ptr_array_add(f->commands, parsed);
+	if (JSON_NODE_HOLDS_OBJECT(parsed))
+		id = json_object_get_member(json_node_get_object(parsed), "id");
+	return id && JSON_NODE_HOLDS_VALUE(id) ? g_strdup_printf("%" G_GINT64_FORMAT,
+								json_node_get_int(id))
+					       : g_strdup("0");
 }
 
 static void *serve(void *opaque)
@@ -68,12 +80,8 @@ static void *serve(void *opaque)
 		return NULL;
 	for (const char *const *s = f->script; *s; s++) {
 		if (!strcmp(*s, "<")) {
-			char *end;
-
 			g_free(id);
-			id = read_command(fd);
-			end = id + strspn(id, "0123456789");
-			*end = '\0';
+			id = read_command(f, fd);
 		} else {
 			send_line(fd, *s, id);
 		}
@@ -95,6 +103,7 @@ static void fake_start(struct fake *f, const char *const *script, bool close_at_
 	strcpy(sa.sun_path, f->path);
 	f->script = script;
 	f->close_at_end = close_at_end;
+	f->commands = g_ptr_array_new_with_free_func((GDestroyNotify)json_node_unref);
 	f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(f->listen_fd >= 0);
 	assert_int_equal(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -108,6 +117,20 @@ static void fake_stop(struct fake *f)
 	close(f->listen_fd);
 	unlink(f->path);
 	rmdir(f->dir);
+	g_ptr_array_unref(f->commands);
+}
+
+/* The arguments of the first command EXECUTE the fake read. */
+static JsonObject *command_args(struct fake *f, const char *execute)
+{
+	for (guint i = 0; i < f->commands->len; i++) {
+		JsonNode *cmd = g_ptr_array_index(f->commands, i);
+		JsonObject *o = json_node_get_object(cmd);
+
+		if (!g_strcmp0(qmp_member_str(cmd, "execute"), execute))
+			return json_object_get_object_member(o, "arguments");
+	}
+	return NULL;
 }
 
 /* Connects through greeting and capabilities, then runs COMMAND once. */
@@ -269,6 +292,137 @@ static void test_not_a_qmp_socket(void **state)
 	assert_int_equal(qmp_connect("/nonexistent/qmp.sock", 200, &q, &err), -ENOENT);
 }
 
+/* What a destination engine's qemu_ctl_open() asks of a QEMU that says yes. */
+static const char *const incoming_script[] = {
+	GREETING, "<", CAPS_OK,
+	"<", "{\"return\": {\"status\": \"inmigrate\", \"running\": false}, \"id\": @ID@}",
+	"<", CAPS_OK, /* migrate-set-capabilities */
+	"<", CAPS_OK, /* object-del, of a left-over */
+	"<", CAPS_OK, /* object-add */
+	"<", CAPS_OK, /* migrate-set-parameters */
+	"<", CAPS_OK, /* x-vrdma-owner-listen */
+	NULL,
+};
+
+/* DIR/dh-params.pem: a PKCS#3 group GnuTLS loads, of 2048 bits at least. */
+static void assert_dh_params(const char *dir)
+{
+	g_autofree char *path = g_build_filename(dir, "dh-params.pem", NULL);
+	g_autofree char *text = NULL;
+	gnutls_datum_t pem, prime = { 0 }, gen = { 0 };
+	gnutls_dh_params_t dh;
+	unsigned bits = 0;
+	gsize len;
+
+	assert_true(g_file_get_contents(path, &text, &len, NULL));
+	pem = (gnutls_datum_t){ (unsigned char *)text, (unsigned)len };
+	assert_int_equal(gnutls_dh_params_init(&dh), 0);
+	assert_int_equal(gnutls_dh_params_import_pkcs3(dh, &pem, GNUTLS_X509_FMT_PEM), 0);
+	assert_int_equal(gnutls_dh_params_export_raw(dh, &prime, &gen, &bits), 0);
+	assert_true(prime.size * 8 >= 2048);
+	gnutls_free(prime.data);
+	gnutls_free(gen.data);
+	gnutls_dh_params_deinit(dh);
+}
+
+/*
+ * A TLS server QEMU without dh-params.pem generates a group, and its QMP
+ * is silent for seconds (under emulation, past the engine's timeout):
+ * the PSK directory the engine hands QEMU carries one.
+ */
+static void test_psk_server_gets_dh_params(void **state)
+{
+	g_autofree char *keys = NULL, *dir = NULL;
+	struct qemu_ctl c;
+	JsonObject *args;
+	struct fake f;
+	(void)state;
+
+	keys = g_build_filename(g_get_tmp_dir(), "test-qmp-keys.psk", NULL);
+	assert_true(g_file_set_contents(keys, "vrdma:00112233445566778899aabbccddeeff\n", -1,
+					NULL));
+	fake_start(&f, incoming_script, false);
+	if (qemu_ctl_open(&c, f.path, true, "", 0, NULL, keys, NULL, 2000) < 0)
+		fail_msg("%s", c.error);
+	args = command_args(&f, "object-add");
+	assert_non_null(args);
+	assert_string_equal(json_object_get_string_member(args, "qom-type"), "tls-creds-psk");
+	assert_string_equal(json_object_get_string_member(args, "endpoint"), "server");
+	dir = g_strdup(json_object_get_string_member(args, "dir"));
+	assert_string_equal(dir, c.dir);
+	assert_dh_params(dir);
+	qemu_ctl_close(&c);
+	fake_stop(&f);
+	/* Nothing of it stays behind. */
+	assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
+	unlink(keys);
+}
+
+/*
+ * x509: the operator's directory as it is when it has dh-params.pem; else
+ * its server files linked beside a group of the engine's.
+ */
+static void test_x509_server_dir_without_dh_params(void **state)
+{
+	static const char *const files[] = { "ca-cert.pem", "server-cert.pem",
+					     "server-key.pem" };
+	g_autofree char *dh = NULL;
+	char x509[] = "/tmp/test-qmp-x509-XXXXXX";
+	const char *dir;
+	struct qemu_ctl c;
+	struct fake f;
+	(void)state;
+
+	assert_non_null(mkdtemp(x509));
+	for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+		g_autofree char *path = g_build_filename(x509, files[i], NULL);
+
+		assert_true(g_file_set_contents(path, files[i], -1, NULL));
+	}
+	fake_start(&f, incoming_script, false);
+	assert_int_equal(qemu_ctl_open(&c, f.path, true, "", 0, x509, NULL, NULL, 2000), 0);
+	dir = json_object_get_string_member(command_args(&f, "object-add"), "dir");
+	assert_string_equal(dir, c.dir);
+	assert_dh_params(dir);
+	for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+		g_autofree char *path = g_build_filename(dir, files[i], NULL);
+		g_autofree char *text = NULL;
+
+		assert_true(g_file_get_contents(path, &text, NULL, NULL));
+		assert_string_equal(text, files[i]);
+	}
+	qemu_ctl_close(&c);
+	fake_stop(&f);
+
+	/* With its own group, the operator's directory is QEMU's. */
+	dh = g_build_filename(x509, "dh-params.pem", NULL);
+	assert_true(g_file_set_contents(dh, "theirs", -1, NULL));
+	fake_start(&f, incoming_script, false);
+	assert_int_equal(qemu_ctl_open(&c, f.path, true, "", 0, x509, NULL, NULL, 2000), 0);
+	dir = json_object_get_string_member(command_args(&f, "object-add"), "dir");
+	assert_string_equal(dir, x509);
+	qemu_ctl_close(&c);
+	fake_stop(&f);
+	for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+		g_autofree char *path = g_build_filename(x509, files[i], NULL);
+
+		unlink(path);
+	}
+	unlink(dh);
+	rmdir(x509);
+}
+
+/* An engine without --qmp closes a qemu_ctl it never opened: fd 0 stays. */
+static void test_close_unopened(void **state)
+{
+	struct qemu_ctl c = { 0 };
+	struct stat st;
+	(void)state;
+
+	qemu_ctl_close(&c);
+	assert_int_equal(fstat(0, &st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +434,9 @@ int main(void)
 		cmocka_unit_test(test_qemu_exits_mid_call),
 		cmocka_unit_test(test_silence_times_out),
 		cmocka_unit_test(test_not_a_qmp_socket),
+		cmocka_unit_test(test_psk_server_gets_dh_params),
+		cmocka_unit_test(test_x509_server_dir_without_dh_params),
+		cmocka_unit_test(test_close_unopened),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
