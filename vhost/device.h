@@ -42,6 +42,9 @@ struct vhost_device_args {
 
 struct vhost_device_type {
 	const char *name;
+	/* --print-capabilities' "type": QEMU's VHostUserBackendType
+	 * (docs/interop/vhost-user.json); NULL where it has none (name). */
+	const char *vhost_user_type;
 	/* Capability names for --print-capabilities (NULL-terminated). */
 	const char *const *capabilities;
 	int (*open)(const struct vhost_device_args *args, void **ret_shared);

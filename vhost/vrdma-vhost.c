@@ -348,9 +348,11 @@ static const struct vhost_device_type *find_type(const char *name)
 	return NULL;
 }
 
+/* vhost-user.rst's --print-capabilities: {"type": ..., "features": [...]}. */
 static void print_capabilities(const struct vhost_device_type *type)
 {
-	printf("{\n  \"type\": \"%s\",\n  \"features\": [", type->name);
+	printf("{\n  \"type\": \"%s\",\n  \"features\": [",
+	       type->vhost_user_type ? type->vhost_user_type : type->name);
 	for (size_t i = 0; type->capabilities[i]; i++)
 		printf("%s\n    \"%s\"", i ? "," : "", type->capabilities[i]);
 	printf("\n  ]\n}\n");
@@ -405,10 +407,27 @@ static int check_psk_file(const char *path)
 	return r;
 }
 
+/*
+ * The default --device.  A management tool launches the binary a vhost-user
+ * descriptor names (/usr/share/qemu/vhost-user/, QEMU's
+ * docs/interop/vhost-user.json) with the generic options only, so each
+ * device type is installed under a name of its own, a link to this binary:
+ * vrdma-vhost-TYPE.  Any other name serves blk.
+ */
+static gchar *device_by_program_name(const char *argv0)
+{
+	g_autofree gchar *name = g_path_get_basename(argv0);
+	const char *prefix = "vrdma-vhost-";
+
+	if (g_str_has_prefix(name, prefix) && find_type(name + strlen(prefix)))
+		return g_strdup(name + strlen(prefix));
+	return g_strdup("blk");
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	GOptionEntry entries[] = {
-		{ "device", 0, 0, G_OPTION_ARG_STRING, &o->device, "device type: blk, rng or rdma (default blk)", "TYPE" },
+		{ "device", 0, 0, G_OPTION_ARG_STRING, &o->device, "device type: blk, rng or rdma (default: TYPE when run as vrdma-vhost-TYPE, else blk)", "TYPE" },
 		{ "socket-path", 0, 0, G_OPTION_ARG_FILENAME, &o->socket_path, "listen on this UNIX socket", "PATH" },
 		{ "fd", 0, 0, G_OPTION_ARG_INT, &o->fd, "serve this inherited socket (listening or connected)", "FD" },
 		{ "print-capabilities", 0, 0, G_OPTION_ARG_NONE, &o->print_capabilities, "print capabilities as JSON and exit", NULL },
@@ -474,6 +493,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		printf("vrdma-vhost %s\n", VRDMA_VERSION);
 		exit(EXIT_SUCCESS);
 	}
+	if (!o->device)
+		o->device = device_by_program_name(argv[0]);
 	return 0;
 }
 
@@ -905,7 +926,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	if (o.verbose)
 		log_init("vrdma-vhost", LOG_LVL_DEBUG);
-	d.type = find_type(o.device ? o.device : "blk");
+	d.type = find_type(o.device);
 	if (!d.type) {
 		fprintf(stderr, "vrdma-vhost: unknown --device '%s' (blk, rng, rdma)\n", o.device);
 		return EXIT_USAGE;

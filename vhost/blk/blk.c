@@ -261,6 +261,7 @@ static const char *const blk_capabilities[] = { "blk-file", "read-only", NULL };
 
 const struct vhost_device_type vhost_blk_type = {
 	.name = "blk",
+	.vhost_user_type = "block",
 	.capabilities = blk_capabilities,
 	.open = blk_open,
 	.close = blk_close,

@@ -127,6 +127,7 @@ static const char *const rng_capabilities[] = { "entropy-file", NULL };
 
 const struct vhost_device_type vhost_rng_type = {
 	.name = "rng",
+	.vhost_user_type = "rng",
 	.capabilities = rng_capabilities,
 	.open = rng_open,
 	.close = rng_close,
