@@ -142,9 +142,10 @@ static char *psk_identity(const char *file)
 
 /*
  * A QEMU TLS server needs Diffie-Hellman parameters, and with no
- * dh-params.pem in its directory it generates a 2048-bit group: seconds of
- * CPU natively, ten times that under emulation, with QMP silent meanwhile
- * (object-add ran past the engine's timeout in CI).  The RFC 7919 group
+ * dh-params.pem in its directory it generates a 2048-bit group in
+ * object-add: 0.2 s of CPU natively, many times that under emulation (a
+ * prime search, so at random), with QMP silent meanwhile (object-add ran
+ * past the engine's 10 s timeout in CI).  The RFC 7919 group
  * GnuTLS carries is what a generated one would be worth, and free.
  */
 static int write_dh_params(struct qemu_ctl *c)
@@ -167,7 +168,8 @@ static int write_dh_params(struct qemu_ctl *c)
 	}
 	fd = openat(c->dir_fd, DH_PARAMS, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		    0644);
-	r = fd < 0 ? -errno : write_all(fd, pem.data, pem.size);
+	/* Public parameters, for QEMU's user to read whatever our umask is. */
+	r = fd < 0 ? -errno : fchmod(fd, 0644) < 0 ? -errno : write_all(fd, pem.data, pem.size);
 	if (fd >= 0)
 		close(fd);
 	gnutls_free(pem.data);
@@ -220,11 +222,14 @@ static int creds_dir(struct qemu_ctl *c, const char *x509_dir, const char *psk_f
 }
 
 /* QEMU's stream gets the engine's credentials, x509 or PSK. */
-static int set_tls(struct qemu_ctl *c, const char *x509_dir, const char *psk_file,
+static int set_tls(struct qemu_ctl *c, const char *x509_option, const char *psk_file,
 		   const char *hostname)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonBuilder) p = json_builder_new();
+	/* QEMU resolves a relative path from its own working directory. */
+	g_autofree char *x509_dir = x509_option ? g_canonicalize_filename(x509_option, NULL)
+						: NULL;
 	g_autofree char *user = NULL;
 	const char *dir;
 	int r = creds_dir(c, x509_dir, psk_file, &dir);

@@ -7,6 +7,7 @@
  * Then migrate/qemu-ctl.c's TLS set-up, from the commands the fake read.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -332,18 +333,25 @@ static void assert_dh_params(const char *dir)
  */
 static void test_psk_server_gets_dh_params(void **state)
 {
-	g_autofree char *keys = NULL, *dir = NULL;
+	g_autofree char *tmp = g_dir_make_tmp("test-qmp-XXXXXX", NULL);
+	g_autofree char *keys = NULL, *dir = NULL, *dh = NULL;
 	struct qemu_ctl c;
 	JsonObject *args;
+	struct stat st;
 	struct fake f;
+	mode_t umask_was;
 	(void)state;
 
-	keys = g_build_filename(g_get_tmp_dir(), "test-qmp-keys.psk", NULL);
+	assert_non_null(tmp);
+	keys = g_build_filename(tmp, "keys.psk", NULL);
 	assert_true(g_file_set_contents(keys, "vrdma:00112233445566778899aabbccddeeff\n", -1,
 					NULL));
 	fake_start(&f, incoming_script, false);
+	/* An operator's hardened umask must not hide the group from QEMU's user. */
+	umask_was = umask(077);
 	if (qemu_ctl_open(&c, f.path, true, "", 0, NULL, keys, NULL, 2000) < 0)
 		fail_msg("%s", c.error);
+	umask(umask_was);
 	args = command_args(&f, "object-add");
 	assert_non_null(args);
 	assert_string_equal(json_object_get_string_member(args, "qom-type"), "tls-creds-psk");
@@ -351,11 +359,15 @@ static void test_psk_server_gets_dh_params(void **state)
 	dir = g_strdup(json_object_get_string_member(args, "dir"));
 	assert_string_equal(dir, c.dir);
 	assert_dh_params(dir);
+	dh = g_build_filename(dir, "dh-params.pem", NULL);
+	assert_int_equal(stat(dh, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0644);
 	qemu_ctl_close(&c);
 	fake_stop(&f);
 	/* Nothing of it stays behind. */
 	assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
 	unlink(keys);
+	rmdir(tmp);
 }
 
 /*
@@ -366,7 +378,7 @@ static void test_x509_server_dir_without_dh_params(void **state)
 {
 	static const char *const files[] = { "ca-cert.pem", "server-cert.pem",
 					     "server-key.pem" };
-	g_autofree char *dh = NULL;
+	g_autofree char *dh = NULL, *cwd = NULL;
 	char x509[] = "/tmp/test-qmp-x509-XXXXXX";
 	const char *dir;
 	struct qemu_ctl c;
@@ -394,11 +406,16 @@ static void test_x509_server_dir_without_dh_params(void **state)
 	qemu_ctl_close(&c);
 	fake_stop(&f);
 
-	/* With its own group, the operator's directory is QEMU's. */
+	/* With its own group, the operator's directory is QEMU's, named whole
+	 * (QEMU would resolve a relative one from its own directory). */
 	dh = g_build_filename(x509, "dh-params.pem", NULL);
 	assert_true(g_file_set_contents(dh, "theirs", -1, NULL));
 	fake_start(&f, incoming_script, false);
-	assert_int_equal(qemu_ctl_open(&c, f.path, true, "", 0, x509, NULL, NULL, 2000), 0);
+	cwd = g_get_current_dir();
+	assert_int_equal(chdir("/tmp"), 0);
+	assert_int_equal(qemu_ctl_open(&c, f.path, true, "", 0, x509 + strlen("/tmp/"), NULL,
+				       NULL, 2000), 0);
+	assert_int_equal(chdir(cwd), 0);
 	dir = json_object_get_string_member(command_args(&f, "object-add"), "dir");
 	assert_string_equal(dir, x509);
 	qemu_ctl_close(&c);
@@ -417,8 +434,12 @@ static void test_close_unopened(void **state)
 {
 	struct qemu_ctl c = { 0 };
 	struct stat st;
+	int fd = 0;
 	(void)state;
 
+	if (fstat(0, &st) < 0) /* started without stdin: give it one */
+		fd = open("/dev/null", O_RDONLY);
+	assert_int_equal(fd, 0);
 	qemu_ctl_close(&c);
 	assert_int_equal(fstat(0, &st), 0);
 }
