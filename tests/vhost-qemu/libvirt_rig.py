@@ -8,8 +8,8 @@ system instance's configuration, domains or logs, and every QEMU it starts
 dies with it (the namespace's PID 1).  The rest of /run is the host's: the
 engine's private directory (/run/vrdma-migrate) must be the same for
 vrdma-migrate and QEMU, as on an operator's host.  Where libvirt's
-directories are missing (no libvirt-daemon-system), empty ones are made to
-mount on, as that package would.  QEMU runs as root, without cgroups,
+directories are missing (no libvirt-daemon-system), empty ones are made on
+the host to mount on, and stay.  QEMU runs as root, without cgroups,
 namespaces or a security driver: what a container without systemd allows.
 The user libvirt runs QEMU as by default (libvirt-qemu) is looked up even
 then; the namespace's /etc/passwd and /etc/group have it.
@@ -46,9 +46,11 @@ class LibvirtError(Exception):
 
 
 def available():
-    """None when libvirtd, virsh and unshare are here, else what is missing."""
+    """None when libvirtd can run here, else why not."""
+    if os.geteuid() != 0:
+        return "not root (the namespaces and bind mounts need root)"
     missing = [p for p in ("libvirtd", "virsh", "unshare") if not shutil.which(p)]
-    return ", ".join(missing) + " not installed" if missing else None
+    return ", ".join(missing) + " not installed (./dev setup installs them)" if missing else None
 
 
 def _with_entry(src, dst, line, name):
@@ -64,7 +66,7 @@ class Libvirtd:
     """One libvirtd in directory WORKDIR; spawn(name, argv) starts and owns
     the process (the test's rig kills it, and so its QEMUs, at the end)."""
 
-    def __init__(self, workdir, spawn, timeout):
+    def __init__(self, workdir, spawn, timeout, log_path):
         self.dir = workdir
         self.timeout = timeout
         dirs = [("etc", "/etc/libvirt"), ("run", "/run/libvirt"),
@@ -82,14 +84,17 @@ class Libvirtd:
         with open(self.path("libvirtd.conf"), "w") as f:
             f.write(f'unix_sock_dir = "{self.path("sock")}"\n'
                     'auth_unix_rw = "none"\nauth_unix_ro = "none"\n'
-                    f'log_outputs = "2:file:{self.path("libvirtd-own.log")}"\n')
+                    f'log_outputs = "2:file:{log_path}"\n')
+        self.log_path = log_path
         script = "set -e;"
         for sub, dst in dirs:
             script += f" mkdir -p '{dst}'; mount --bind '{self.path(sub)}' '{dst}';"
         for name in ("passwd", "group"):
             script += f" mount --bind '{self.path(name)}' '/etc/{name}';"
+        # -p: its own pid file; root's default is the host's /run/libvirtd.pid.
         script += (f" exec '{sys.executable}' '{os.path.abspath(__file__)}' init"
-                   f" libvirtd -f '{self.path('libvirtd.conf')}'")
+                   f" libvirtd -f '{self.path('libvirtd.conf')}'"
+                   f" -p '{self.path('libvirtd.pid')}'")
         # --kill-child: when the test kills unshare, libvirtd (the PID
         # namespace's first process) goes, and with it every QEMU.
         self.proc = spawn("libvirtd", ["unshare", "--mount", "--pid", "--fork", "--kill-child",
@@ -130,12 +135,6 @@ class Libvirtd:
         except OSError:
             return ""
 
-    def own_log(self):
-        try:
-            with open(self.path("libvirtd-own.log"), "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
 
 
 def domain_xml(name, emulator, guest, mib, console, disk_sock=None, qemu_args=(),
