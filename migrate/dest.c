@@ -12,10 +12,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "migrate.h"
 #include "owner.h"
+#include "page-hash.h"
 #include "peer-proto.h"
 #include "report.h"
 #include "util.h"
@@ -34,7 +36,20 @@ struct dest {
 	bool source_gave_up; /* it sent FAIL: no need to tell it ours */
 	bool owner_done;     /* the owner heard COMPLETED: it owns the guest */
 	uint16_t handoff_port;
+	/* --verify (pages): a digest per granule, taken as PAGES names it
+	 * (behind its bytes), and for the rest by a sweep while idle. */
+	struct page_hashes hashes[OWNER_MAX_BLOCKS];
+	/* How far round 0 has come, per block: the sweep stays behind it, so
+	 * that it does not hash pages that are still to arrive. */
+	size_t reached[OWNER_MAX_BLOCKS];
+	bool verify_pages;
+	uint32_t round_end_mask; /* channels that said ROUND_END for round_end */
+	uint32_t round_end;
+	uint8_t *sweep_buf;      /* SWEEP_BYTES */
 };
+
+/* What the sweep reads per look: short enough to keep polling. */
+#define SWEEP_BYTES PEER_GRANULE_MAX
 
 static void emit(struct dest *d, enum mig_event_type type)
 {
@@ -150,6 +165,16 @@ static int check_layout(struct dest *d)
 	}
 	if (!same)
 		return fail(d, MIG_FAIL_SETUP, -EBADMSG);
+	d->verify_pages = d->flags & PEER_FLAG_VERIFY_PAGES;
+	for (unsigned bi = 0; d->verify_pages && bi < nblocks; bi++) {
+		const struct owner_block *info = &d->owner->blocks[bi].info;
+
+		r = page_hashes_init(&d->hashes[bi], info->size, info->page_size, true);
+		if (r < 0)
+			return fail(d, MIG_FAIL_SETUP, r);
+	}
+	if (d->verify_pages && !(d->sweep_buf = g_try_malloc(SWEEP_BYTES)))
+		return fail(d, MIG_FAIL_SETUP, -ENOMEM);
 	/* The device state follows the RAM only if both sides drive QEMU. */
 	if (!(d->flags & PEER_FLAG_HANDOFF) != !d->cfg->handoff)
 		return fail(d, MIG_FAIL_SETUP, -EPROTONOSUPPORT);
@@ -157,9 +182,10 @@ static int check_layout(struct dest *d)
 }
 
 /*
- * With --verify, the final hashes read every page, and pages the source
- * never sent (zero pages) would fault in then, inside the guest's downtime:
- * fault them in now, during setup.  Without it, pages are allocated as they
+ * With --verify=full, the final hashes read every page, and pages the
+ * source never sent (zero pages) would fault in then, inside the guest's
+ * downtime: fault them in now, during setup.  (--verify reads them while
+ * it waits for pages, a slice at a time.)  Without it, pages are allocated as they
  * arrive, as QEMU's own destination does, and setup stays short.  (RDMA
  * registration pins, and so allocates, every page anyway.)  Best effort: a
  * kernel without MADV_POPULATE_WRITE only loses the head start.
@@ -237,18 +263,168 @@ static int setup(struct dest *d)
 	return r;
 }
 
-/* Until every channel has said DONE. */
+/*
+ * Digests of granules [first, first + count) of block bi.  On tcp their
+ * bytes came in through the RAM file, so our mapping has no page table
+ * entries for them yet: one populate call maps the run, instead of a
+ * fault every few pages (which made hashing lag the transfer by hundreds
+ * of milliseconds at the stop).  Best effort: without it, faults do it.
+ */
+static void hash_landed(struct dest *d, unsigned bi, size_t first, size_t count)
+{
+	struct page_hashes *ph = &d->hashes[bi];
+	uint8_t *addr = (uint8_t *)d->owner->blocks[bi].addr + first * ph->granule;
+
+	madvise(addr, count * ph->granule, MADV_POPULATE_READ);
+	page_hashes_update(ph, d->owner->blocks[bi].addr, first, count);
+}
+
+/*
+ * PAGES: the granules it names have landed (it rode behind them on their
+ * channel), so their digests are taken now.  Each run must lie inside the
+ * layout: a hostile source gets no read outside our RAM.
+ */
+static int take_pages(struct dest *d, const struct peer_msg *m)
+{
+	if (!d->verify_pages)
+		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+	for (uint32_t i = 0; i < m->u.pages.nruns; i++) {
+		const struct peer_run *run = &m->u.pages.run[i];
+		struct page_hashes *ph;
+
+		if (run->block >= d->owner->nblocks)
+			return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+		ph = &d->hashes[run->block];
+		if (run->first > ph->n || run->count > ph->n - run->first)
+			return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+		hash_landed(d, run->block, run->first, run->count);
+		/* Round 0 goes through the blocks in order, each front to back;
+		 * later rounds only resend. */
+		for (unsigned bi = 0; bi < run->block; bi++)
+			d->reached[bi] = d->hashes[bi].n;
+		d->reached[run->block] = m->u.pages.round ? ph->n
+					 : MAX(d->reached[run->block], run->first + run->count);
+	}
+	return 0;
+}
+
+/* pread() until len bytes are in; 0 or -errno (-EIO at the file's end). */
+static int pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = pread(fd, buf, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		buf += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Idle work: digests of granules no PAGES has named, behind round 0 (its
+ * zero pages; one on a channel that lags is hashed again by its PAGES).
+ * With all, every block.  True if there was some.
+ *
+ * They are read through the RAM file, a window at a time: a hole (a page
+ * nothing wrote, which is most of them) reads as zeros there without
+ * being allocated, where the mapping would allocate and clear it, and one
+ * read serves scattered zero pages that one call each would make slow.
+ */
+static bool sweep_some(struct dest *d, bool all)
+{
+	for (unsigned bi = 0; d->verify_pages && bi < d->owner->nblocks; bi++) {
+		const struct owner_ram_block *ram = &d->owner->blocks[bi];
+		struct page_hashes *ph = &d->hashes[bi];
+		size_t below = all ? ph->n : d->reached[bi], window = SWEEP_BYTES / ph->granule;
+		size_t len, first = page_hashes_next_unhashed(ph, below, window, &len), end;
+
+		if (first >= ph->n)
+			continue;
+		end = MIN(first + window, below);
+		if (ram->fd < 0 || pread_full(ram->fd, d->sweep_buf, (end - first) * ph->granule,
+					      ram->info.offset + first * ph->granule) < 0) {
+			hash_landed(d, bi, first, len);
+			ph->cursor = first + len;
+			return true;
+		}
+		for (size_t i = first; i < end; i++)
+			if (page_hashes_pending(ph, i))
+				page_hashes_take(ph, i,
+						 d->sweep_buf + (i - first) * ph->granule);
+		ph->cursor = end;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * ROUND_END: once every channel has said it for a round, everything the
+ * round wrote has landed and its PAGES are hashed (each came before it on
+ * its channel): ROUND_LANDED says so.
+ */
+static int take_round_end(struct dest *d, const struct peer_msg *m)
+{
+	uint32_t bit = 1u << m->u.round.channel, all = (1u << d->st->channels) - 1;
+	struct peer_msg landed = { .type = PEER_MSG_ROUND_LANDED };
+	uint64_t deadline = monotonic_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull / 4;
+
+	if (!d->verify_pages || m->u.round.channel >= d->st->channels ||
+	    (d->round_end_mask & bit) ||
+	    (d->round_end_mask && m->u.round.round != d->round_end))
+		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+	d->round_end = m->u.round.round;
+	d->round_end_mask |= bit;
+	if (d->round_end_mask != all)
+		return 0;
+	d->round_end_mask = 0;
+	/* Round 0 has passed every block: the sweep catches up now, while the
+	 * guest still runs, not in the stop.  Bounded: the source waits. */
+	for (unsigned bi = 0; bi < d->owner->nblocks; bi++)
+		d->reached[bi] = d->hashes[bi].n;
+	while (monotonic_ns() < deadline && sweep_some(d, false))
+		;
+	landed.u.round.round = d->round_end;
+	return send_msg(d, &landed, 0);
+}
+
+/* Until every channel has said DONE; idle moments go to the sweep. */
 static int receive_pages(struct dest *d)
 {
 	uint32_t done_mask = 0, all = (1u << d->st->channels) - 1;
+	uint64_t timeout_ns = (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
+	uint64_t deadline = monotonic_ns() + timeout_ns;
 
 	while (done_mask != all) {
 		struct peer_msg m;
-		int r = recv_msg(d, &m);
+		int r = try_recv_msg(d, &m);
 
 		if (r < 0)
 			return r;
+		if (r == 0) {
+			/* recv_msg()'s silence rule, with the sweep between looks. */
+			if (monotonic_ns() > deadline)
+				return fail(d, MIG_FAIL_PEER, -ETIMEDOUT);
+			if (!sweep_some(d, false))
+				xport_wait(d->conn, 100);
+			continue;
+		}
+		deadline = monotonic_ns() + timeout_ns;
 		switch (m.type) {
+		case PEER_MSG_PAGES:
+			r = take_pages(d, &m);
+			if (r < 0)
+				return r;
+			break;
+		case PEER_MSG_ROUND_END:
+			r = take_round_end(d, &m);
+			if (r < 0)
+				return r;
+			break;
 		case PEER_MSG_PROGRESS:
 			d->st->rounds = m.u.progress.round;
 			d->st->ram_transferred = m.u.progress.bytes;
@@ -287,12 +463,17 @@ static int finish(struct dest *d)
 	int r;
 
 	d->st->status = "device";
-	if (d->flags & PEER_FLAG_VERIFY) {
+	/* What the sweep has not reached yet is hashed now, in the downtime. */
+	while (sweep_some(d, true))
+		;
+	if (d->flags & (PEER_FLAG_VERIFY | PEER_FLAG_VERIFY_PAGES)) {
 		m.type = PEER_MSG_HASHES;
 		m.u.hashes.nblocks = d->owner->nblocks;
 		for (unsigned bi = 0; bi < d->owner->nblocks; bi++)
-			m.u.hashes.hash[bi] = XXH3_64bits(d->owner->blocks[bi].addr,
-							  d->owner->blocks[bi].info.size);
+			m.u.hashes.hash[bi] = d->verify_pages
+				? page_hashes_digest(&d->hashes[bi])
+				: XXH3_64bits(d->owner->blocks[bi].addr,
+					      d->owner->blocks[bi].info.size);
 	}
 	r = send_msg(d, &m, 0);
 	if (r == 0)
@@ -431,6 +612,9 @@ int mig_incoming(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 		emit(&d, MIG_EV_FAILED);
 	}
 	drop_regions(&d);
+	for (unsigned bi = 0; bi < OWNER_MAX_BLOCKS; bi++)
+		page_hashes_free(&d.hashes[bi]);
+	g_free(d.sweep_buf);
 	xport_conn_close(d.conn);
 	xport_listener_close(d.listener);
 	owner_session_close(d.owner);

@@ -52,6 +52,25 @@ struct mig_handoff {
 	void *opaque;
 };
 
+/* send --verify: the destination's image must equal the source's. */
+enum mig_verify {
+	MIG_VERIFY_NONE,
+	/*
+	 * A digest per page (granule), taken on the source as a page is sent
+	 * and on the destination once it has landed; the stop hashes only
+	 * what its last round moved.  Proves the transfer: every byte the
+	 * destination holds is the byte the source's RAM held when last sent,
+	 * which the dirty log says is the byte it holds now.
+	 */
+	MIG_VERIFY_PAGES,
+	/* Both whole images hashed at the stop: proves the dirty log too,
+	 * for that many milliseconds more of downtime. */
+	MIG_VERIFY_FULL,
+};
+
+/* mig_cfg.test_corrupt_round: the last round, whichever it is. */
+#define MIG_TEST_CORRUPT_STOP UINT32_MAX
+
 struct mig_cfg {
 	const char *owner_path;
 	const char *host; /* send: destination; incoming: address to listen on */
@@ -59,7 +78,15 @@ struct mig_cfg {
 	struct xport_opts xopts;
 	struct converge_cfg converge;
 	uint64_t max_bandwidth; /* bytes/s, 0 = unlimited */
-	bool verify;            /* compare per-block hashes at the end */
+	enum mig_verify verify;
+	/*
+	 * Tests only (send --test-corrupt-round): with --verify, round N (or
+	 * MIG_TEST_CORRUPT_STOP) also lands a copy of the first granule with
+	 * one byte flipped over the original, as a faulty transfer would;
+	 * verification must catch it.  0 with test_corrupt off.
+	 */
+	bool test_corrupt;
+	uint32_t test_corrupt_round;
 	int owner_timeout_ms;   /* owner replies */
 	int peer_timeout_ms;    /* silence from the peer before giving up */
 	const volatile sig_atomic_t *cancel; /* set by a signal handler */

@@ -2,6 +2,7 @@
 /* Engine-to-engine messages: encoding and the validating decoder. */
 #include "peer-proto.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -10,7 +11,10 @@
 #define PEER_MAGIC 0x52504d56u /* "VMPR" */
 #define MAX_ERRNO 4095
 
-static size_t payload_size(enum peer_msg_type type, uint32_t nblocks)
+static_assert(PEER_MAX_MSG >= PEER_HDR_SIZE + 8 + 8 * OWNER_MAX_BLOCKS, "HASHES fits");
+
+/* n: HASHES' block count, PAGES' run count, else unused. */
+static size_t payload_size(enum peer_msg_type type, uint32_t n)
 {
 	switch (type) {
 	case PEER_MSG_LAYOUT: return 16;
@@ -18,7 +22,10 @@ static size_t payload_size(enum peer_msg_type type, uint32_t nblocks)
 	case PEER_MSG_REGION: return 8 + XPORT_REGION_DESC_SIZE;
 	case PEER_MSG_PROGRESS: return 16;
 	case PEER_MSG_DONE: return 24;
-	case PEER_MSG_HASHES: return 8 + 8 * (size_t)nblocks;
+	case PEER_MSG_HASHES: return 8 + 8 * (size_t)n;
+	case PEER_MSG_PAGES: return 8 + 16 * (size_t)n;
+	case PEER_MSG_ROUND_END:
+	case PEER_MSG_ROUND_LANDED: return 8;
 	case PEER_MSG_READY:
 	case PEER_MSG_COMMIT:
 	case PEER_MSG_COMMITTED: return 0;
@@ -31,7 +38,9 @@ static size_t payload_size(enum peer_msg_type type, uint32_t nblocks)
 
 size_t peer_msg_encode(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 {
-	uint32_t n = m->type == PEER_MSG_HASHES ? m->u.hashes.nblocks : 0;
+	uint32_t n = m->type == PEER_MSG_HASHES ? m->u.hashes.nblocks
+		   : m->type == PEER_MSG_PAGES  ? m->u.pages.nruns
+						: 0;
 	size_t plen = payload_size(m->type, n);
 	uint8_t *p = mig_msg_start(buf, PEER_MAGIC, (uint16_t)m->type, plen);
 
@@ -65,6 +74,22 @@ size_t peer_msg_encode(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 		for (uint32_t i = 0; i < n; i++)
 			put_le64(p + 8 + 8 * i, m->u.hashes.hash[i]);
 		break;
+	case PEER_MSG_PAGES:
+		put_le32(p, m->u.pages.round);
+		put_le32(p + 4, n);
+		for (uint32_t i = 0; i < n; i++) {
+			uint8_t *r = p + 8 + 16 * i;
+
+			put_le32(r, m->u.pages.run[i].block);
+			put_le32(r + 4, m->u.pages.run[i].count);
+			put_le64(r + 8, m->u.pages.run[i].first);
+		}
+		break;
+	case PEER_MSG_ROUND_END:
+	case PEER_MSG_ROUND_LANDED:
+		put_le32(p, m->u.round.round);
+		put_le32(p + 4, m->type == PEER_MSG_ROUND_END ? m->u.round.channel : 0);
+		break;
 	case PEER_MSG_HANDOFF:
 		put_le32(p, m->u.port);
 		break;
@@ -89,7 +114,13 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 		    m->u.layout.version != PEER_PROTO_VERSION_HANDOFF)
 			return -EPROTONOSUPPORT;
 		if (m->u.layout.nblocks < 1 || m->u.layout.nblocks > OWNER_MAX_BLOCKS ||
-		    (m->u.layout.flags & ~(PEER_FLAG_VERIFY | PEER_FLAG_HANDOFF)) || get_le32(p + 12))
+		    (m->u.layout.flags &
+		     ~(PEER_FLAG_VERIFY | PEER_FLAG_HANDOFF | PEER_FLAG_VERIFY_PAGES)) ||
+		    get_le32(p + 12))
+			return -EBADMSG;
+		/* One way of verifying, or none. */
+		if ((m->u.layout.flags & PEER_FLAG_VERIFY) &&
+		    (m->u.layout.flags & PEER_FLAG_VERIFY_PAGES))
 			return -EBADMSG;
 		/* Version 2 is exactly the hand-off. */
 		if (!(m->u.layout.flags & PEER_FLAG_HANDOFF) !=
@@ -128,6 +159,30 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 		for (uint32_t i = 0; i < m->u.hashes.nblocks; i++)
 			m->u.hashes.hash[i] = get_le64(p + 8 + 8 * i);
 		return 0;
+	case PEER_MSG_PAGES:
+		/* The count was checked with the length; each run against the
+		 * layout by the destination, which knows it. */
+		m->u.pages.round = get_le32(p);
+		m->u.pages.nruns = get_le32(p + 4);
+		for (uint32_t i = 0; i < m->u.pages.nruns; i++) {
+			const uint8_t *r = p + 8 + 16 * i;
+			struct peer_run *run = &m->u.pages.run[i];
+
+			run->block = get_le32(r);
+			run->count = get_le32(r + 4);
+			run->first = get_le64(r + 8);
+			if (run->block >= OWNER_MAX_BLOCKS || run->count == 0 ||
+			    run->first > UINT64_MAX - run->count)
+				return -EBADMSG;
+		}
+		return 0;
+	case PEER_MSG_ROUND_END:
+	case PEER_MSG_ROUND_LANDED:
+		m->u.round.round = get_le32(p);
+		m->u.round.channel = get_le32(p + 4);
+		if (m->type == PEER_MSG_ROUND_LANDED)
+			return m->u.round.channel ? -EBADMSG : 0;
+		return m->u.round.channel < XPORT_MAX_CHANNELS ? 0 : -EBADMSG;
 	case PEER_MSG_HANDOFF:
 		/* Port 0 is no port: QEMU listens on a real one. */
 		if (get_le32(p) < 1 || get_le32(p) > UINT16_MAX || get_le32(p + 4))
@@ -154,11 +209,11 @@ int peer_msg_decode(const void *buf, size_t len, struct peer_msg *ret_msg)
 	if (!mig_hdr_valid(b, len, PEER_MAGIC))
 		return -EBADMSG;
 	m.type = get_le16(b + 4);
-	if (m.type == PEER_MSG_HASHES) {
+	if (m.type == PEER_MSG_HASHES || m.type == PEER_MSG_PAGES) {
 		if (len < PEER_HDR_SIZE + 8)
 			return -EBADMSG;
-		n = get_le32(b + PEER_HDR_SIZE);
-		if (n < 1 || n > OWNER_MAX_BLOCKS)
+		n = get_le32(b + PEER_HDR_SIZE + (m.type == PEER_MSG_PAGES ? 4 : 0));
+		if (n < 1 || n > (m.type == PEER_MSG_PAGES ? PEER_MAX_RUNS : OWNER_MAX_BLOCKS))
 			return -EBADMSG;
 	}
 	plen = payload_size(m.type, n);

@@ -19,10 +19,23 @@
  * hand-off refuses it as a version it does not speak. */
 #define PEER_PROTO_VERSION_HANDOFF 2
 #define PEER_HDR_SIZE 16
-#define PEER_MAX_MSG (PEER_HDR_SIZE + 8 + 8 * OWNER_MAX_BLOCKS)
+/* Runs in one PAGES message: 16 bytes each, the message well under the
+ * engines' 4 KiB receive buffers. */
+#define PEER_MAX_RUNS 120u
+#define PEER_MAX_MSG (PEER_HDR_SIZE + 8 + 16 * PEER_MAX_RUNS)
+/* --verify=full: both sides hash their whole RAM while the guest is stopped. */
 #define PEER_FLAG_VERIFY (1u << 0)
 /* Both engines drive their QEMUs (--qmp): the device state follows COMMITTED. */
 #define PEER_FLAG_HANDOFF (1u << 1)
+/* --verify (pages): a digest per granule, taken as granules are sent and
+ * arrive (PAGES); the stop hashes only what the last round moved. */
+#define PEER_FLAG_VERIFY_PAGES (1u << 2)
+/*
+ * What --verify hashes as one: a page, but never more than the source's
+ * 1 MiB stripe, so that a granule's bytes always ride one channel and the
+ * PAGES message naming it can ride behind them.
+ */
+#define PEER_GRANULE_MAX (1u << 20)
 
 enum peer_msg_type {
 	PEER_MSG_LAYOUT = 1, /* src: version, nblocks, flags */
@@ -38,6 +51,16 @@ enum peer_msg_type {
 	/* With PEER_FLAG_HANDOFF, after COMMITTED: */
 	PEER_MSG_HANDOFF,    /* dst: its QEMU listens for the device state on this port */
 	PEER_MSG_RESULT,     /* dst: its QEMU loaded the device state (0) or failed */
+	/* With PEER_FLAG_VERIFY_PAGES, on the channel that carried the bytes: */
+	PEER_MSG_PAGES,      /* src: these granules were written, and hashed as sent */
+	PEER_MSG_ROUND_END,  /* src, on every channel: a pre-copy round's writes are before */
+	PEER_MSG_ROUND_LANDED, /* dst: all of that round landed and is hashed */
+};
+
+/* Granules [first, first + count) of RAM block `block`. */
+struct peer_run {
+	uint32_t block, count;
+	uint64_t first;
 };
 
 struct peer_msg {
@@ -66,6 +89,13 @@ struct peer_msg {
 			uint32_t nblocks;
 			uint64_t hash[OWNER_MAX_BLOCKS];
 		} hashes;
+		struct {
+			uint32_t round, nruns; /* nruns: 1..PEER_MAX_RUNS */
+			struct peer_run run[PEER_MAX_RUNS];
+		} pages;
+		struct {
+			uint32_t round, channel; /* channel: ROUND_END only */
+		} round;
 		uint16_t port;  /* HANDOFF */
 		int32_t error; /* FAIL, RESULT: positive errno */
 	} u;

@@ -9,6 +9,7 @@
  * never be overtaken by its older copy on another channel.  That holds for
  * tcp too, where a "completion" only means the bytes left this host.
  */
+#include <assert.h>
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "bitmap.h"
 #include "migrate.h"
 #include "owner.h"
+#include "page-hash.h"
 #include "peer-proto.h"
 #include "report.h"
 #include "util.h"
@@ -29,6 +31,8 @@
 #define PROGRESS_NS 1000000000ull
 #define MARK_COOKIE UINT64_MAX
 #define MAX_RUN_PAGES (STRIPE / OWNER_MIN_PAGE)
+/* A granule --verify hashes never spans two stripes (two channels). */
+static_assert(STRIPE % PEER_GRANULE_MAX == 0, "granules within stripes");
 
 struct src_block {
 	struct owner_ram_block *ram;
@@ -57,6 +61,15 @@ struct source {
 	bool dest_gave_up; /* it sent FAIL: no need to tell it ours */
 	uint64_t round_t0, round_bytes0; /* the round being sent */
 	uint64_t t_stop;                 /* the guest stopped here */
+	bool stopping;                   /* the round being sent is the last */
+	/* --verify (pages): a digest per granule as sent, and per channel
+	 * the PAGES message that names what went out on it, sent behind. */
+	struct page_hashes hashes[OWNER_MAX_BLOCKS];
+	struct peer_msg *announce;
+	unsigned max_runs;
+	/* --test-corrupt-round: the bad copy of the first granule. */
+	uint8_t *corrupt_buf;
+	struct xport_mr *corrupt_mr;
 };
 
 static uint64_t peer_deadline(const struct source *s)
@@ -245,6 +258,56 @@ static int maybe_progress(struct source *s)
 	return peer_send(s, &m, 0);
 }
 
+/* Sends channel ch's PAGES, if it names anything. */
+static int announce_flush(struct source *s, unsigned ch)
+{
+	struct peer_msg *m = &s->announce[ch];
+	int r;
+
+	if (!m->u.pages.nruns)
+		return 0;
+	m->type = PEER_MSG_PAGES;
+	m->u.pages.round = (uint32_t)MIN(s->st->rounds, UINT32_MAX);
+	r = peer_send(s, m, ch);
+	m->u.pages.nruns = 0;
+	return r;
+}
+
+/*
+ * Granules [first, first + count) of block bi are posted on channel ch:
+ * the PAGES that names them follows on the same channel, so it reaches
+ * the destination only once they have landed.
+ */
+static int announce(struct source *s, unsigned ch, unsigned bi, uint64_t first, uint32_t count)
+{
+	struct peer_msg *m = &s->announce[ch];
+	struct peer_run *last = m->u.pages.nruns ? &m->u.pages.run[m->u.pages.nruns - 1] : NULL;
+
+	if (last && last->block == bi && last->first + last->count == first &&
+	    last->count <= UINT32_MAX - count) {
+		last->count += count;
+		return 0;
+	}
+	if (m->u.pages.nruns == s->max_runs) {
+		int r = announce_flush(s, ch);
+
+		if (r < 0)
+			return r;
+	}
+	m->u.pages.run[m->u.pages.nruns++] =
+		(struct peer_run){ .block = bi, .count = count, .first = first };
+	return 0;
+}
+
+static int announce_flush_all(struct source *s)
+{
+	int r = 0;
+
+	for (unsigned ch = 0; s->announce && r == 0 && ch < s->st->channels; ch++)
+		r = announce_flush(s, ch);
+	return r;
+}
+
 /* Sends bytes [off, off+len) of block bi, one WRITE per stripe piece. */
 static int send_range(struct source *s, unsigned bi, uint64_t off, uint64_t len)
 {
@@ -261,10 +324,17 @@ static int send_range(struct source *s, unsigned bi, uint64_t off, uint64_t len)
 			.sg = &sg, .nsg = 1,
 			.remote = &b->remote, .remote_offset = off,
 		};
+		uint32_t g = s->hashes[bi].granule;
 		int r;
 
+		/* Hashed before it leaves: a page the guest writes after this
+		 * is in the dirty log, and goes again (hashed again). */
+		if (s->announce)
+			page_hashes_update(&s->hashes[bi], b->ram->addr, off / g, piece / g);
 		rate_limit(s, piece);
 		r = post(s, &wr);
+		if (r == 0 && s->announce)
+			r = announce(s, wr.channel, bi, off / g, (uint32_t)(piece / g));
 		if (r < 0)
 			return r;
 		if (++s->unflushed >= POST_BATCH) {
@@ -473,6 +543,62 @@ static int sync_dirty(struct source *s)
 	return 0;
 }
 
+/*
+ * --test-corrupt-round: what a transfer that lands one wrong byte leaves.
+ * A copy of the first granule with its first byte flipped goes over the
+ * original, behind it on its channel; our digest is of the original.
+ */
+static int corrupt_first_granule(struct source *s)
+{
+	struct src_block *b = &s->blocks[0];
+	uint32_t g = s->hashes[0].granule;
+	struct xport_sge sg = { .mr = s->corrupt_mr, .len = g };
+	struct xport_wr wr = { .op = XPORT_OP_WRITE, .channel = 0, .sg = &sg, .nsg = 1,
+			       .remote = &b->remote, .remote_offset = 0 };
+	int r;
+
+	memcpy(s->corrupt_buf, b->ram->addr, g);
+	s->corrupt_buf[0] ^= 0xff;
+	page_hashes_update(&s->hashes[0], b->ram->addr, 0, 1);
+	r = post(s, &wr);
+	return r < 0 ? r : announce(s, 0, 0, 0, 1);
+}
+
+static bool corrupt_due(const struct source *s)
+{
+	if (!s->corrupt_mr)
+		return false;
+	if (s->cfg->test_corrupt_round == MIG_TEST_CORRUPT_STOP)
+		return s->stopping;
+	return s->st->rounds == s->cfg->test_corrupt_round;
+}
+
+/*
+ * --verify (pages), after a pre-copy round: on tcp a completed write has
+ * only left this host, and the destination, which hashes what lands, can
+ * lag behind by its socket buffers.  ROUND_END on every channel, and
+ * ROUND_LANDED back: the round ends once it has landed and is hashed
+ * there.  So the bandwidth a round measures is what reaches the
+ * destination, and the stop does not inherit a backlog.
+ */
+static int await_landed(struct source *s)
+{
+	struct peer_msg m = { .type = PEER_MSG_ROUND_END };
+	uint32_t round = (uint32_t)MIN(s->st->rounds, UINT32_MAX);
+	int r = 0;
+
+	for (unsigned ch = 0; r == 0 && ch < s->st->channels; ch++) {
+		m.u.round.round = round;
+		m.u.round.channel = ch;
+		r = peer_send(s, &m, ch);
+	}
+	if (r == 0)
+		r = peer_recv(s, &m);
+	if (r == 0 && (m.type != PEER_MSG_ROUND_LANDED || m.u.round.round != round))
+		r = fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+	return r;
+}
+
 /* One pre-copy round: send, wait for it to land, measure. */
 static int run_round(struct source *s, bool first)
 {
@@ -483,9 +609,14 @@ static int run_round(struct source *s, bool first)
 	s->round_t0 = t0;
 	s->round_bytes0 = bytes0;
 	r = first ? send_all_nonzero(s) : send_dirty(s);
-
+	if (r == 0 && corrupt_due(s))
+		r = corrupt_first_granule(s);
+	if (r == 0)
+		r = announce_flush_all(s);
 	if (r == 0)
 		r = drain(s);
+	if (r == 0 && s->announce && !s->stopping)
+		r = await_landed(s);
 	if (r < 0)
 		return r;
 	secs = (double)(monotonic_ns() - t0) / 1e9;
@@ -537,8 +668,13 @@ static int precopy(struct source *s)
 	return r;
 }
 
-static uint64_t block_hash(const struct owner_ram_block *ram)
+/* This side's digest of block bi, as --verify's mode computes it. */
+static uint64_t block_digest(const struct source *s, unsigned bi)
 {
+	const struct owner_ram_block *ram = s->blocks[bi].ram;
+
+	if (s->cfg->verify == MIG_VERIFY_PAGES)
+		return page_hashes_digest(&s->hashes[bi]);
 	return XXH3_64bits(ram->addr, ram->info.size);
 }
 
@@ -550,6 +686,7 @@ static int stop_and_copy(struct source *s)
 	int r;
 
 	s->t_stop = monotonic_ns();
+	s->stopping = true;
 	s->st->status = "device";
 	emit(s, MIG_EV_STOP_COPY);
 	r = owner_session_stop(s->owner, s->cfg->owner_timeout_ms);
@@ -569,7 +706,7 @@ static int stop_and_copy(struct source *s)
 	/* Hash while the destination hashes: verify costs downtime once, not twice. */
 	if (s->cfg->verify)
 		for (unsigned bi = 0; bi < s->nblocks; bi++)
-			hashes[bi] = block_hash(s->blocks[bi].ram);
+			hashes[bi] = block_digest(s, bi);
 	r = peer_recv(s, &m);
 	if (r < 0)
 		return r;
@@ -697,7 +834,9 @@ static int send_layout(struct source *s)
 		.u.layout = { .version = s->cfg->handoff ? PEER_PROTO_VERSION_HANDOFF
 							 : PEER_PROTO_VERSION,
 			      .nblocks = s->nblocks,
-			      .flags = (s->cfg->verify ? PEER_FLAG_VERIFY : 0) |
+			      .flags = (s->cfg->verify == MIG_VERIFY_FULL ? PEER_FLAG_VERIFY : 0) |
+				       (s->cfg->verify == MIG_VERIFY_PAGES ? PEER_FLAG_VERIFY_PAGES
+									   : 0) |
 				       (s->cfg->handoff ? PEER_FLAG_HANDOFF : 0) },
 	};
 	int r = peer_send(s, &m, 0);
@@ -761,6 +900,51 @@ static int register_block(struct source *s, struct src_block *b)
 			    XPORT_ACCESS_LOCAL_READONLY, &b->mr);
 }
 
+/* --verify (pages): the digests, the PAGES messages, a test's bad copy. */
+static int verify_setup(struct source *s)
+{
+	uint32_t room = xport_conn_peer_max_msg(s->conn);
+	int r;
+
+	if (s->cfg->verify != MIG_VERIFY_PAGES)
+		return 0;
+	for (unsigned bi = 0; bi < s->nblocks; bi++) {
+		const struct owner_block *info = &s->blocks[bi].ram->info;
+
+		r = page_hashes_init(&s->hashes[bi], info->size, info->page_size, false);
+		if (r < 0)
+			return r;
+	}
+	s->max_runs = room < PEER_HDR_SIZE + 8 + 16 ? 0
+		      : MIN(PEER_MAX_RUNS, (room - PEER_HDR_SIZE - 8) / 16);
+	if (!s->max_runs)
+		return -EMSGSIZE;
+	s->announce = g_try_new0(struct peer_msg, s->st->channels);
+	if (!s->announce)
+		return -ENOMEM;
+	if (s->cfg->test_corrupt) {
+		uint32_t g = s->hashes[0].granule;
+
+		s->corrupt_buf = g_try_malloc0(g);
+		if (!s->corrupt_buf)
+			return -ENOMEM;
+		r = xport_mr_reg(s->conn, s->corrupt_buf, g, XPORT_ACCESS_LOCAL_READONLY,
+				 &s->corrupt_mr);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void verify_free(struct source *s)
+{
+	xport_mr_dereg(s->corrupt_mr);
+	g_free(s->corrupt_buf);
+	g_free(s->announce);
+	for (unsigned bi = 0; bi < OWNER_MAX_BLOCKS; bi++)
+		page_hashes_free(&s->hashes[bi]);
+}
+
 /*
  * The destination first: an unreachable or refusing peer fails the
  * migration before the owner has been asked for anything.
@@ -781,6 +965,9 @@ static int setup(struct source *s)
 	s->st->ram_total = s->owner->ram_bytes;
 	for (unsigned bi = 0; bi < s->nblocks; bi++)
 		s->blocks[bi].ram = &s->owner->blocks[bi];
+	r = verify_setup(s);
+	if (r < 0)
+		return fail(s, MIG_FAIL_SETUP, r);
 	/* Both sides pin their RAM at the same time: registration is slow. */
 	s->dest_fail_class = MIG_FAIL_SETUP;
 	r = send_layout(s);
@@ -848,6 +1035,7 @@ int mig_send(const struct mig_cfg *cfg, mig_event_fn fn, void *opaque,
 		ret_stats->status = "failed";
 		emit(&s, MIG_EV_FAILED);
 	}
+	verify_free(&s);
 	xport_conn_close(s.conn);
 	owner_session_close(s.owner);
 	return r;

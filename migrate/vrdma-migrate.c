@@ -340,7 +340,12 @@ static void usage(FILE *f)
 		"  --downtime-ms N       downtime limit for stop-and-copy (default 300)\n"
 		"  --max-bandwidth RATE  send: bytes/s, suffix K, M or G (x1024); default unlimited\n"
 		"  --max-rounds N        send: stop-and-copy after N rounds regardless (default 30)\n"
-		"  --verify              send: compare per-block xxh3 hashes at the end\n"
+		"  --verify[=MODE]       send: prove the destination's image equal to the\n"
+		"                        source's before it may run: 'pages' (default) hashes\n"
+		"                        each page as it is sent and lands, so the stop only\n"
+		"                        hashes its last round; 'full' hashes both whole\n"
+		"                        images at the stop (checks the dirty log too, at the\n"
+		"                        cost of downtime)\n"
 		"  --timeout-ms N        give up after N ms of silence from the peer, connecting\n"
 		"                        and authenticating included (default 30000; 10000 to\n"
 		"                        connect)\n"
@@ -419,7 +424,9 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 		{ "downtime-ms", required_argument, NULL, 'd' },
 		{ "max-bandwidth", required_argument, NULL, 'b' },
 		{ "max-rounds", required_argument, NULL, 'r' },
-		{ "verify", no_argument, NULL, 'v' },
+		{ "verify", optional_argument, NULL, 'v' },
+		/* Tests only, undocumented: see mig_cfg.test_corrupt. */
+		{ "test-corrupt-round", required_argument, NULL, 'X' },
 		{ "timeout-ms", required_argument, NULL, 'm' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "metrics-file", required_argument, NULL, 'M' },
@@ -484,7 +491,21 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 			r = parse_u64_range(optarg, 1, 100000, &v);
 			cfg->converge.max_rounds = (unsigned)v;
 			break;
-		case 'v': cfg->verify = true; break;
+		case 'v':
+			cfg->verify = MIG_VERIFY_PAGES;
+			if (optarg && strcmp(optarg, "full") == 0)
+				cfg->verify = MIG_VERIFY_FULL;
+			else if (optarg && strcmp(optarg, "pages") != 0)
+				r = -EINVAL;
+			break;
+		case 'X':
+			cfg->test_corrupt = true;
+			cfg->test_corrupt_round = MIG_TEST_CORRUPT_STOP;
+			if (strcmp(optarg, "stop") != 0) {
+				r = parse_u64_range(optarg, 0, UINT32_MAX - 1, &v);
+				cfg->test_corrupt_round = (uint32_t)v;
+			}
+			break;
 		case 'm':
 			r = parse_u64_range(optarg, 100, 86400000, &v);
 			/* Silence is silence: while connecting and
@@ -512,6 +533,10 @@ static int parse_args(int argc, char **argv, struct mig_cfg *cfg, struct cli *cl
 	}
 	if (optind < argc) {
 		log_error("unexpected argument '%s'", argv[optind]);
+		return -EINVAL;
+	}
+	if (cfg->test_corrupt && (cli->incoming || cfg->verify != MIG_VERIFY_PAGES)) {
+		log_error("--test-corrupt-round belongs to 'send --verify=pages'");
 		return -EINVAL;
 	}
 	if (!addr || !cfg->owner_path == !cli->qmp_path) {

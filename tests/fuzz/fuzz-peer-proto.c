@@ -24,6 +24,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(a.u.hashes.nblocks <= OWNER_MAX_BLOCKS);
 	if (a.type == PEER_MSG_LAYOUT)
 		FUZZ_CHECK(a.u.layout.nblocks <= OWNER_MAX_BLOCKS);
+	if (a.type == PEER_MSG_PAGES) {
+		/* The destination indexes its blocks and digests with these. */
+		FUZZ_CHECK(a.u.pages.nruns >= 1 && a.u.pages.nruns <= PEER_MAX_RUNS);
+		for (uint32_t i = 0; i < a.u.pages.nruns; i++)
+			FUZZ_CHECK(a.u.pages.run[i].block < OWNER_MAX_BLOCKS &&
+				   a.u.pages.run[i].count &&
+				   a.u.pages.run[i].first + a.u.pages.run[i].count >=
+					   a.u.pages.run[i].first);
+	}
 	if (a.type == PEER_MSG_REGION) {
 		/* The destination's region descriptor: the source decodes it next. */
 		struct xport_region_wire r;

@@ -186,6 +186,11 @@ static void peer_seeds(void)
 	peer_seed("committed", &m);
 	m = (struct peer_msg){ .type = PEER_MSG_FAIL, .u.error = 5 };
 	peer_seed("fail", &m);
+	m = (struct peer_msg){ .type = PEER_MSG_PAGES };
+	m.u.pages.round = 1, m.u.pages.nruns = 2;
+	m.u.pages.run[0] = (struct peer_run){ .block = 0, .count = 256, .first = 0 };
+	m.u.pages.run[1] = (struct peer_run){ .block = 1, .count = 1, .first = 4095 };
+	peer_seed("pages", &m);
 }
 
 /* ---- fuzz-vu-proto: [num_queues][nfds][chunk][fd_chunk] stream ---- */

@@ -85,11 +85,11 @@ static int wait_hangup(struct xport_conn *c)
 	return r == -ETIMEDOUT ? 1 : 0;
 }
 
-static void send_layout(struct xport_conn *c, uint32_t nblocks, uint64_t size)
+static void send_layout(struct xport_conn *c, uint32_t nblocks, uint64_t size, uint32_t flags)
 {
 	struct peer_msg m = {
 		.type = PEER_MSG_LAYOUT,
-		.u.layout = { .version = PEER_PROTO_VERSION, .nblocks = nblocks },
+		.u.layout = { .version = PEER_PROTO_VERSION, .nblocks = nblocks, .flags = flags },
 	};
 
 	send_msg(c, 0, &m);
@@ -110,10 +110,10 @@ static int fake_source(const char *kase, struct xport_conn *c)
 	if (!strcmp(kase, "garbage")) {
 		send_raw(c, 0, "not a peer message at all", 25);
 	} else if (!strcmp(kase, "layout-mismatch")) {
-		send_layout(c, 2, BLOCK_SIZE * 2); /* blocks twice the owner's */
+		send_layout(c, 2, BLOCK_SIZE * 2, 0); /* blocks twice the owner's */
 	} else if (!strcmp(kase, "done-bad-channel") || !strcmp(kase, "done-twice") ||
 		   !strcmp(kase, "commit-early")) {
-		send_layout(c, 2, BLOCK_SIZE);
+		send_layout(c, 2, BLOCK_SIZE, 0);
 		for (int i = 0; i < 2; i++)
 			if (recv_msg(c, &m) < 0 || m.type != PEER_MSG_REGION)
 				die("expected REGION", -EPROTO);
@@ -125,6 +125,29 @@ static int fake_source(const char *kase, struct xport_conn *c)
 		} else {
 			send_msg(c, 0, &m);
 		}
+		send_msg(c, 0, &m);
+	} else if (!strcmp(kase, "pages-outside") || !strcmp(kase, "pages-unasked")) {
+		/* PAGES naming the last granule of block 1 and one past it (a
+		 * read beyond the guest's RAM), or any PAGES without --verify. */
+		bool asked = !strcmp(kase, "pages-outside");
+
+		send_layout(c, 2, BLOCK_SIZE, asked ? PEER_FLAG_VERIFY_PAGES : 0);
+		for (int i = 0; i < 2; i++)
+			if (recv_msg(c, &m) < 0 || m.type != PEER_MSG_REGION)
+				die("expected REGION", -EPROTO);
+		m = (struct peer_msg){ .type = PEER_MSG_PAGES, .u.pages.nruns = 1 };
+		m.u.pages.run[0] = (struct peer_run){
+			.block = 1, .first = asked ? BLOCK_SIZE / 4096 - 1 : 0, .count = asked ? 2 : 1,
+		};
+		send_msg(c, 0, &m);
+	} else if (!strcmp(kase, "round-end-twice")) {
+		/* One channel ends round 0 twice: the round cannot have landed. */
+		send_layout(c, 2, BLOCK_SIZE, PEER_FLAG_VERIFY_PAGES);
+		for (int i = 0; i < 2; i++)
+			if (recv_msg(c, &m) < 0 || m.type != PEER_MSG_REGION)
+				die("expected REGION", -EPROTO);
+		m = (struct peer_msg){ .type = PEER_MSG_ROUND_END };
+		send_msg(c, 0, &m);
 		send_msg(c, 0, &m);
 	} else {
 		return 2;

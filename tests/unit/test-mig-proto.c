@@ -1107,6 +1107,8 @@ static long spec_peer_plen(unsigned type, uint32_t nblocks)
 	case 10: return 4;  /* FAIL */
 	case 11: return 8;  /* HANDOFF */
 	case 12: return 4;  /* RESULT */
+	case 13: return 8 + 16 * (long)nblocks; /* PAGES: nblocks is its run count */
+	case 14: case 15: return 8; /* ROUND_END, ROUND_LANDED */
 	default: return -1;
 	}
 }
@@ -1163,6 +1165,19 @@ static struct peer_msg p_valid(unsigned type, unsigned variant)
 	case PEER_MSG_HANDOFF:
 		m.u.port = variant == 0 ? 1 : variant == 1 ? 65535 : 4445;
 		break;
+	case PEER_MSG_ROUND_END:
+	case PEER_MSG_ROUND_LANDED:
+		m.u.round.round = variant == 1 ? UINT32_MAX : variant;
+		m.u.round.channel = type == PEER_MSG_ROUND_END && variant == 1 ? 15 : 0;
+		break;
+	case PEER_MSG_PAGES:
+		m.u.pages.round = variant == 1 ? UINT32_MAX : variant;
+		m.u.pages.nruns = variant == 0 ? 1 : variant == 1 ? PEER_MAX_RUNS : 3;
+		for (unsigned i = 0; i < m.u.pages.nruns; i++)
+			m.u.pages.run[i] = (struct peer_run){
+				.block = variant == 1 ? 63 : i, .count = variant == 1 ? UINT32_MAX : 1,
+				.first = variant == 1 ? UINT64_MAX - UINT32_MAX : 256 * i };
+		break;
 	default:
 		break;
 	}
@@ -1209,6 +1224,17 @@ static void assert_peer_eq(const struct peer_msg *a, const struct peer_msg *b)
 		break;
 	case PEER_MSG_HANDOFF:
 		assert_int_equal(a->u.port, b->u.port);
+		break;
+	case PEER_MSG_ROUND_END:
+	case PEER_MSG_ROUND_LANDED:
+		assert_int_equal(a->u.round.round, b->u.round.round);
+		assert_int_equal(a->u.round.channel, b->u.round.channel);
+		break;
+	case PEER_MSG_PAGES:
+		assert_int_equal(a->u.pages.round, b->u.pages.round);
+		assert_int_equal(a->u.pages.nruns, b->u.pages.nruns);
+		assert_memory_equal(a->u.pages.run, b->u.pages.run,
+				    a->u.pages.nruns * sizeof(struct peer_run));
 		break;
 	default:
 		break;
@@ -1279,7 +1305,13 @@ static void test_peer_golden(void **state)
 	assert_memory_equal(buf, want, 64);
 }
 
-static const unsigned peer_types[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+static const unsigned peer_types[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+
+/* What spec_peer_plen() takes for m: HASHES' blocks, PAGES' runs. */
+static uint32_t p_count(const struct peer_msg *m)
+{
+	return m->type == PEER_MSG_PAGES ? m->u.pages.nruns : m->u.hashes.nblocks;
+}
 
 static void test_peer_roundtrip(void **state)
 {
@@ -1292,8 +1324,7 @@ static void test_peer_roundtrip(void **state)
 			uint8_t buf[PEER_MAX_MSG], again[PEER_MAX_MSG];
 			size_t len = penc(&m, buf);
 
-			assert_int_equal(len, 16 + (size_t)spec_peer_plen(type,
-							m.u.hashes.nblocks));
+			assert_int_equal(len, 16 + (size_t)spec_peer_plen(type, p_count(&m)));
 			assert_true(len <= PEER_MAX_MSG);
 			assert_spec_hdr(buf, P_MAGIC, type, len - 16);
 			memset(&d, 0xa5, sizeof(d));
@@ -1384,7 +1415,7 @@ static void test_peer_header(void **state)
 		  "NULL, 32");
 
 	/* Unknown types. */
-	static const unsigned unknown[] = { 0, 13, 14, 16, 17, 0x100, 0x8001, 0xffff };
+	static const unsigned unknown[] = { 0, 16, 17, 18, 0x100, 0x8001, 0xffff };
 	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
 		for (unsigned plen = 0; plen <= 48; plen += 8) {
 			uint8_t buf[64] = { 0 };
@@ -1437,6 +1468,78 @@ static void test_peer_hashes(void **state)
 		spec_hdr(buf, P_MAGIC, 6, 8);
 		ut_st32(buf + 16, 1);
 		ut_assert_rc(pdec(buf, len, NULL), -EBADMSG, "hashes, %zu bytes", len);
+	}
+}
+
+/* PAGES (type 13): the golden bytes, both limits of the run count, and
+ * each field a decoder must refuse. */
+static int pages_rc(uint32_t nruns_field, uint32_t nruns_sent, uint32_t block, uint32_t count,
+		    uint64_t first)
+{
+	uint8_t buf[16 + 8 + 16 * 122] = { 0 };
+	uint32_t plen = 8 + 16 * nruns_sent;
+
+	spec_hdr(buf, P_MAGIC, 13, plen);
+	ut_st32(buf + 16, 7);
+	ut_st32(buf + 20, nruns_field);
+	for (uint32_t i = 0; i < nruns_sent; i++) {
+		ut_st32(buf + 24 + 16 * i, block);
+		ut_st32(buf + 28 + 16 * i, count);
+		ut_st64(buf + 32 + 16 * i, first + i);
+	}
+	return pdec(buf, 16 + plen, NULL);
+}
+
+static void test_peer_pages(void **state)
+{
+	struct peer_msg m = { .type = PEER_MSG_PAGES }, d;
+	uint8_t buf[PEER_MAX_MSG], want[56];
+	(void)state;
+
+	m.u.pages.round = 3;
+	m.u.pages.nruns = 2;
+	m.u.pages.run[0] = (struct peer_run){ .block = 1, .count = 256, .first = 0x100000000ull };
+	m.u.pages.run[1] = (struct peer_run){ .block = 63, .count = 1, .first = 5 };
+	assert_int_equal(penc(&m, buf), 56);
+	spec_hdr(want, P_MAGIC, 13, 40);
+	ut_st32(want + 16, 3);
+	ut_st32(want + 20, 2);
+	ut_st32(want + 24, 1);
+	ut_st32(want + 28, 256);
+	ut_st64(want + 32, 0x100000000ull);
+	ut_st32(want + 40, 63);
+	ut_st32(want + 44, 1);
+	ut_st64(want + 48, 5);
+	assert_memory_equal(buf, want, 56);
+	ut_assert_rc(pdec(want, 56, &d), 0, "golden pages");
+	assert_int_equal(d.u.pages.round, 3);
+	assert_int_equal(d.u.pages.nruns, 2);
+	assert_memory_equal(d.u.pages.run, m.u.pages.run, 2 * sizeof(struct peer_run));
+
+	/* The most a message holds, and it fits the buffers. */
+	m.u.pages.nruns = PEER_MAX_RUNS;
+	for (uint32_t i = 0; i < PEER_MAX_RUNS; i++)
+		m.u.pages.run[i] = (struct peer_run){ .block = i % 64, .count = i + 1, .first = i };
+	assert_int_equal(penc(&m, buf), PEER_MAX_MSG);
+	ut_assert_rc(pdec(buf, PEER_MAX_MSG, &d), 0, "pages, %u runs", PEER_MAX_RUNS);
+	assert_memory_equal(d.u.pages.run, m.u.pages.run, PEER_MAX_RUNS * sizeof(struct peer_run));
+
+	ut_assert_rc(pages_rc(1, 1, 0, 1, 0), 0, "1 run");
+	ut_assert_rc(pages_rc(0, 0, 0, 1, 0), -EBADMSG, "0 runs");
+	ut_assert_rc(pages_rc(121, 121, 0, 1, 0), -EBADMSG, "121 runs");
+	ut_assert_rc(pages_rc(UINT32_MAX, 1, 0, 1, 0), -EBADMSG, "~0 runs");
+	ut_assert_rc(pages_rc(2, 1, 0, 1, 0), -EBADMSG, "2 declared, 1 sent");
+	ut_assert_rc(pages_rc(1, 2, 0, 1, 0), -EBADMSG, "1 declared, 2 sent");
+	ut_assert_rc(pages_rc(1, 1, 0, 0, 0), -EBADMSG, "a run of 0 granules");
+	ut_assert_rc(pages_rc(1, 1, 64, 1, 0), -EBADMSG, "block 64");
+	ut_assert_rc(pages_rc(1, 1, 0, 2, UINT64_MAX - 1), -EBADMSG, "a run past 2^64");
+	ut_assert_rc(pages_rc(1, 1, 0, 1, UINT64_MAX - 1), 0, "a run up to 2^64");
+	for (size_t len = 16; len < 24; len++) {
+		uint8_t b[24] = { 0 };
+
+		spec_hdr(b, P_MAGIC, 13, 8);
+		ut_st32(b + 20, 1);
+		ut_assert_rc(pdec(b, len, NULL), -EBADMSG, "pages, %zu bytes", len);
 	}
 }
 
@@ -1506,10 +1609,20 @@ static void test_peer_fields(void **state)
 	ut_assert_rc(layout_rc(1, 65, 0, 0), -EBADMSG, "layout 65 blocks");
 	ut_assert_rc(layout_rc(1, 1, 2, 0), -EBADMSG, "layout v1 with hand-off");
 	ut_assert_rc(layout_rc(1, 1, 3, 0), -EBADMSG, "layout v1 verify, hand-off");
-	ut_assert_rc(layout_rc(1, 1, 4, 0), -EBADMSG, "layout flags 4");
+	ut_assert_rc(layout_rc(1, 1, 4, 0), 0, "layout verify pages");
+	ut_assert_rc(layout_rc(2, 1, 6, 0), 0, "layout v2 hand-off, verify pages");
+	ut_assert_rc(layout_rc(1, 1, 5, 0), -EBADMSG, "layout both ways of verifying");
+	ut_assert_rc(layout_rc(1, 1, 8, 0), -EBADMSG, "layout flags 8");
 	ut_assert_rc(layout_rc(1, 1, 7, 0), -EBADMSG, "layout flags 7");
 	ut_assert_rc(layout_rc(1, 1, 0x80000000u, 0), -EBADMSG, "layout flags 2^31");
 	ut_assert_rc(layout_rc(1, 1, 0, 1), -EBADMSG, "layout reserved");
+
+	/* ROUND_END, ROUND_LANDED */
+	ut_assert_rc(u32_peer_rc(14, 9, 15, 8), 0, "round end, channel 15");
+	ut_assert_rc(u32_peer_rc(14, 9, 16, 8), -EBADMSG, "round end, channel 16");
+	ut_assert_rc(u32_peer_rc(14, 9, 0, 4), -EBADMSG, "round end, 4 bytes");
+	ut_assert_rc(u32_peer_rc(15, UINT32_MAX, 0, 8), 0, "round landed");
+	ut_assert_rc(u32_peer_rc(15, 9, 1, 8), -EBADMSG, "round landed, reserved 1");
 
 	/* BLOCK */
 	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc.ram"), 0, "block");
@@ -1659,11 +1772,11 @@ static int ref_peer(const uint8_t *b, size_t len)
 	if (len < 16 || ut_ld(b, 4) != P_MAGIC || ut_ld(b + 6, 2) || ut_ld(b + 12, 4))
 		return -EBADMSG;
 	type = (unsigned)ut_ld(b + 4, 2);
-	if (type == 6) {
+	if (type == 6 || type == 13) {
 		if (len < 24)
 			return -EBADMSG;
-		n = ut_ld(p, 4);
-		if (n < 1 || n > 64)
+		n = ut_ld(p + (type == 13 ? 4 : 0), 4);
+		if (n < 1 || n > (type == 13 ? 120 : 64))
 			return -EBADMSG;
 	}
 	plen = spec_peer_plen(type, (uint32_t)n);
@@ -1673,8 +1786,11 @@ static int ref_peer(const uint8_t *b, size_t len)
 	case 1:
 		if (ut_ld(p, 4) != 1 && ut_ld(p, 4) != 2)
 			return -EPROTONOSUPPORT;
-		return ut_ld(p + 4, 4) >= 1 && ut_ld(p + 4, 4) <= 64 && !(ut_ld(p + 8, 4) & ~3ull) &&
-			       !ut_ld(p + 12, 4) && !!(ut_ld(p + 8, 4) & 2) == (ut_ld(p, 4) == 2)
+		/* Flags: 1 verify (full), 2 hand-off (exactly version 2), 4
+		 * verify (pages), never 1 and 4. */
+		return ut_ld(p + 4, 4) >= 1 && ut_ld(p + 4, 4) <= 64 && !(ut_ld(p + 8, 4) & ~7ull) &&
+			       (ut_ld(p + 8, 4) & 5) != 5 && !ut_ld(p + 12, 4) &&
+			       !!(ut_ld(p + 8, 4) & 2) == (ut_ld(p, 4) == 2)
 			       ? 0 : -EBADMSG;
 	case 2: {
 		uint64_t page = ut_ld(p + 4, 4), size = ut_ld(p + 8, 8);
@@ -1693,6 +1809,19 @@ static int ref_peer(const uint8_t *b, size_t len)
 		return ut_ld(p, 4) <= 4095 ? 0 : -EBADMSG;
 	case 11:
 		return ut_ld(p, 4) >= 1 && ut_ld(p, 4) <= 65535 && !ut_ld(p + 4, 4) ? 0 : -EBADMSG;
+	case 14:
+		return ut_ld(p + 4, 4) < 16 ? 0 : -EBADMSG;
+	case 15:
+		return ut_ld(p + 4, 4) ? -EBADMSG : 0;
+	case 13:
+		for (uint64_t i = 0; i < n; i++) {
+			const uint8_t *run = p + 8 + 16 * i;
+			uint64_t count = ut_ld(run + 4, 4);
+
+			if (ut_ld(run, 4) >= 64 || count == 0 || ut_ld(run + 8, 8) > UINT64_MAX - count)
+				return -EBADMSG;
+		}
+		return 0;
 	default:
 		return 0;
 	}
@@ -1771,6 +1900,8 @@ static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 	case PEER_MSG_LAYOUT:
 		m.u.layout.nblocks = 1 + (uint32_t)ut_rnd_below(64);
 		m.u.layout.flags = (uint32_t)ut_rnd_below(4);
+		if (m.u.layout.flags & PEER_FLAG_VERIFY && ut_rnd() & 1)
+			m.u.layout.flags ^= PEER_FLAG_VERIFY | PEER_FLAG_VERIFY_PAGES;
 		m.u.layout.version = m.u.layout.flags & PEER_FLAG_HANDOFF ? 2 : 1;
 		break;
 	case PEER_MSG_BLOCK: {
@@ -1800,6 +1931,25 @@ static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 		m.u.hashes.nblocks = 1 + (uint32_t)ut_rnd_below(64);
 		for (unsigned i = 0; i < m.u.hashes.nblocks; i++)
 			m.u.hashes.hash[i] = ut_rnd();
+		break;
+	case PEER_MSG_ROUND_END:
+		m.u.round.round = (uint32_t)ut_rnd();
+		m.u.round.channel = (uint32_t)ut_rnd_below(16);
+		break;
+	case PEER_MSG_ROUND_LANDED:
+		m.u.round.round = (uint32_t)ut_rnd();
+		break;
+	case PEER_MSG_PAGES:
+		/* At most 36 runs: the fuzz's messages stay within its 600 bytes. */
+		m.u.pages.round = (uint32_t)ut_rnd();
+		m.u.pages.nruns = 1 + (uint32_t)ut_rnd_below(36);
+		for (unsigned i = 0; i < m.u.pages.nruns; i++) {
+			uint32_t count = 1 + (uint32_t)ut_rnd_below(UINT32_MAX);
+
+			m.u.pages.run[i] = (struct peer_run){
+				.block = (uint32_t)ut_rnd_below(64), .count = count,
+				.first = ut_rnd() % (UINT64_MAX - count + 1) };
+		}
 		break;
 	case PEER_MSG_FAIL:
 	case PEER_MSG_RESULT:
@@ -1980,6 +2130,7 @@ int main(void)
 		cmocka_unit_test(test_peer_roundtrip),
 		cmocka_unit_test(test_peer_header),
 		cmocka_unit_test(test_peer_hashes),
+		cmocka_unit_test(test_peer_pages),
 		cmocka_unit_test(test_peer_fields),
 		cmocka_unit_test(test_fuzz),
 	};
