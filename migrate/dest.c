@@ -46,10 +46,15 @@ struct dest {
 	uint32_t round_end_mask; /* channels that said ROUND_END for round_end */
 	uint32_t round_end;
 	uint8_t *sweep_buf;      /* SWEEP_BYTES */
+	bool swept[OWNER_MAX_BLOCKS]; /* every granule hashed at least once */
 };
 
 /* What the sweep reads per look: short enough to keep polling. */
 #define SWEEP_BYTES PEER_GRANULE_MAX
+/* Granules of a hole it marks per look (a bit test each). */
+#define SWEEP_HOLE_GRANULES 65536u
+/* How long it may go on before it answers a ROUND_END (the source waits). */
+#define SWEEP_BEFORE_LANDED_MS 2000u
 
 static void emit(struct dest *d, enum mig_event_type type)
 {
@@ -295,7 +300,8 @@ static int take_pages(struct dest *d, const struct peer_msg *m)
 		if (run->block >= d->owner->nblocks)
 			return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
 		ph = &d->hashes[run->block];
-		if (run->first > ph->n || run->count > ph->n - run->first)
+		if (run->first > ph->n || run->count > ph->n - run->first ||
+		    (uint64_t)run->count * ph->granule > PEER_MAX_RUN_BYTES)
 			return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
 		hash_landed(d, run->block, run->first, run->count);
 		/* Round 0 goes through the blocks in order, each front to back;
@@ -330,10 +336,11 @@ static int pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
  * zero pages; one on a channel that lags is hashed again by its PAGES).
  * With all, every block.  True if there was some.
  *
- * They are read through the RAM file, a window at a time: a hole (a page
- * nothing wrote, which is most of them) reads as zeros there without
- * being allocated, where the mapping would allocate and clear it, and one
- * read serves scattered zero pages that one call each would make slow.
+ * A stretch the RAM file has as a hole (nothing wrote it, which is most
+ * of an idle guest) is zeros: its digests are known from the file's map.
+ * The rest is read through the file a window at a time: scattered zero
+ * pages read as zeros there without being allocated (the mapping would
+ * allocate and clear each), one read for many of them.
  */
 static bool sweep_some(struct dest *d, bool all)
 {
@@ -341,21 +348,45 @@ static bool sweep_some(struct dest *d, bool all)
 		const struct owner_ram_block *ram = &d->owner->blocks[bi];
 		struct page_hashes *ph = &d->hashes[bi];
 		size_t below = all ? ph->n : d->reached[bi], window = SWEEP_BYTES / ph->granule;
-		size_t len, first = page_hashes_next_unhashed(ph, below, window, &len), end;
+		size_t len, first, end, holes = 0;
+		off_t from, data;
 
-		if (first >= ph->n)
+		if (d->swept[bi])
 			continue;
+		first = page_hashes_next_unhashed(ph, below, window, &len);
+		if (first >= ph->n) {
+			/* Nothing is ever unhashed again: done with this block. */
+			d->swept[bi] = below == ph->n;
+			continue;
+		}
+		if (ram->fd < 0) {
+			hash_landed(d, bi, first, len);
+			ph->cursor = first + len;
+			return true;
+		}
+		/* A hole, however long, is zeros: one look at the file's map. */
+		from = (off_t)(ram->info.offset + (uint64_t)first * ph->granule);
+		data = lseek(ram->fd, from, SEEK_DATA);
+		if (data < 0 && errno == ENXIO)
+			holes = below - first;
+		else if (data > from)
+			holes = MIN(below - first, (size_t)((uint64_t)(data - from) / ph->granule));
+		if (holes) {
+			holes = MIN(holes, SWEEP_HOLE_GRANULES);
+			page_hashes_set_zero(ph, first, holes);
+			ph->cursor = first + holes;
+			return true;
+		}
 		end = MIN(first + window, below);
-		if (ram->fd < 0 || pread_full(ram->fd, d->sweep_buf, (end - first) * ph->granule,
-					      ram->info.offset + first * ph->granule) < 0) {
+		if (pread_full(ram->fd, d->sweep_buf, (end - first) * ph->granule,
+			       ram->info.offset + first * ph->granule) < 0) {
 			hash_landed(d, bi, first, len);
 			ph->cursor = first + len;
 			return true;
 		}
 		for (size_t i = first; i < end; i++)
 			if (page_hashes_pending(ph, i))
-				page_hashes_take(ph, i,
-						 d->sweep_buf + (i - first) * ph->granule);
+				page_hashes_take(ph, i, d->sweep_buf + (i - first) * ph->granule);
 		ph->cursor = end;
 		return true;
 	}
@@ -364,31 +395,43 @@ static bool sweep_some(struct dest *d, bool all)
 
 /*
  * ROUND_END: once every channel has said it for a round, everything the
- * round wrote has landed and its PAGES are hashed (each came before it on
- * its channel): ROUND_LANDED says so.
+ * round wrote has landed, and with --verify its PAGES are hashed (each
+ * came before it on its channel): ROUND_LANDED says so.
  */
 static int take_round_end(struct dest *d, const struct peer_msg *m)
 {
-	uint32_t bit = 1u << m->u.round.channel, all = (1u << d->st->channels) - 1;
+	uint32_t bit, all = (1u << d->st->channels) - 1;
 	struct peer_msg landed = { .type = PEER_MSG_ROUND_LANDED };
-	uint64_t deadline = monotonic_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull / 4;
+	uint64_t t0, deadline;
 
-	if (!d->verify_pages || m->u.round.channel >= d->st->channels ||
-	    (d->round_end_mask & bit) ||
-	    (d->round_end_mask && m->u.round.round != d->round_end))
+	if (!(d->flags & PEER_FLAG_ROUND_LANDED) || m->u.round.channel >= d->st->channels)
+		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
+	bit = 1u << m->u.round.channel;
+	if ((d->round_end_mask & bit) || (d->round_end_mask && m->u.round.round != d->round_end))
 		return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
 	d->round_end = m->u.round.round;
 	d->round_end_mask |= bit;
 	if (d->round_end_mask != all)
 		return 0;
 	d->round_end_mask = 0;
-	/* Round 0 has passed every block: the sweep catches up now, while the
-	 * guest still runs, not in the stop.  Bounded: the source waits. */
+	/*
+	 * Round 0 has passed every block: the sweep catches up now, while the
+	 * guest still runs, not in the stop.  Bounded, as the source waits;
+	 * it learns how long (not part of the round's time) and what is left
+	 * (it does not stop the guest while there is).
+	 */
 	for (unsigned bi = 0; bi < d->owner->nblocks; bi++)
 		d->reached[bi] = d->hashes[bi].n;
+	t0 = monotonic_ns();
+	deadline = t0 + MIN((uint64_t)d->cfg->peer_timeout_ms / 4, SWEEP_BEFORE_LANDED_MS) *
+			       1000000ull;
 	while (monotonic_ns() < deadline && sweep_some(d, false))
 		;
 	landed.u.round.round = d->round_end;
+	landed.u.round.sweep_ms = (uint32_t)((monotonic_ns() - t0) / 1000000);
+	for (unsigned bi = 0; bi < d->owner->nblocks; bi++)
+		landed.u.round.unchecked += (uint64_t)page_hashes_count_pending(&d->hashes[bi]) *
+					    d->hashes[bi].granule;
 	return send_msg(d, &landed, 0);
 }
 
@@ -463,9 +506,19 @@ static int finish(struct dest *d)
 	int r;
 
 	d->st->status = "device";
-	/* What the sweep has not reached yet is hashed now, in the downtime. */
-	while (sweep_some(d, true))
-		;
+	/* What the sweep has not reached yet is hashed now, in the downtime
+	 * (only after a forced stop, or a source of other rounds), saying we
+	 * are here at least once a second: the source waits for HASHES. */
+	for (uint64_t said = monotonic_ns(); sweep_some(d, true);) {
+		if (monotonic_ns() - said > 1000000000ull) {
+			struct peer_msg alive = { .type = PEER_MSG_PROGRESS };
+
+			r = send_msg(d, &alive, 0);
+			if (r < 0)
+				return r;
+			said = monotonic_ns();
+		}
+	}
 	if (d->flags & (PEER_FLAG_VERIFY | PEER_FLAG_VERIFY_PAGES)) {
 		m.type = PEER_MSG_HASHES;
 		m.u.hashes.nblocks = d->owner->nblocks;

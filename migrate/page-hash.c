@@ -29,9 +29,9 @@ int page_hashes_init(struct page_hashes *ph, uint64_t size, uint32_t page_size,
 		page_hashes_free(ph);
 		return -ENOMEM;
 	}
-	ph->hash[0] = XXH3_64bits(zeros, ph->granule);
-	for (size_t i = 1; i < ph->n; i++)
-		ph->hash[i] = ph->hash[0];
+	ph->zero = XXH3_64bits(zeros, ph->granule);
+	for (size_t i = 0; i < ph->n; i++)
+		ph->hash[i] = ph->zero;
 	if (track_unhashed)
 		bitmap_set_range(ph->unhashed, 0, ph->n);
 	return 0;
@@ -51,6 +51,21 @@ void page_hashes_update(struct page_hashes *ph, const uint8_t *base, size_t firs
 		ph->hash[i] = XXH3_64bits(base + i * ph->granule, ph->granule);
 	if (ph->unhashed)
 		bitmap_clear_range(ph->unhashed, first, count);
+}
+
+void page_hashes_set_zero(struct page_hashes *ph, size_t first, size_t count)
+{
+	for (size_t i = first; i < first + count; i++) {
+		if (page_hashes_pending(ph, i)) {
+			ph->hash[i] = ph->zero;
+			bitmap_clear_range(ph->unhashed, i, 1);
+		}
+	}
+}
+
+size_t page_hashes_count_pending(const struct page_hashes *ph)
+{
+	return ph->unhashed ? bitmap_count(ph->unhashed, ph->n) : 0;
 }
 
 void page_hashes_take(struct page_hashes *ph, size_t i, const uint8_t *bytes)

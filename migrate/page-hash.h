@@ -18,6 +18,7 @@ struct page_hashes {
 	uint64_t *unhashed;  /* destination: granules not hashed yet (bitmap) */
 	size_t n;            /* granules */
 	size_t cursor;       /* where the next sweep looks */
+	uint64_t zero;       /* the digest of a granule of zeros */
 	uint32_t granule;    /* bytes */
 };
 
@@ -39,6 +40,10 @@ void page_hashes_free(struct page_hashes *ph);
 void page_hashes_update(struct page_hashes *ph, const uint8_t *base, size_t first,
 			size_t count);
 
+/* Those of granules [first, first + count) not hashed yet hold zeros (a hole). */
+void page_hashes_set_zero(struct page_hashes *ph, size_t first, size_t count);
+/* How many granules are not hashed yet. */
+size_t page_hashes_count_pending(const struct page_hashes *ph);
 /* Granule i's digest, from a copy of its bytes. */
 void page_hashes_take(struct page_hashes *ph, size_t i, const uint8_t *bytes);
 /* Destination: granule i was never hashed. */

@@ -24,8 +24,8 @@ static size_t payload_size(enum peer_msg_type type, uint32_t n)
 	case PEER_MSG_DONE: return 24;
 	case PEER_MSG_HASHES: return 8 + 8 * (size_t)n;
 	case PEER_MSG_PAGES: return 8 + 16 * (size_t)n;
-	case PEER_MSG_ROUND_END:
-	case PEER_MSG_ROUND_LANDED: return 8;
+	case PEER_MSG_ROUND_END: return 8;
+	case PEER_MSG_ROUND_LANDED: return 16;
 	case PEER_MSG_READY:
 	case PEER_MSG_COMMIT:
 	case PEER_MSG_COMMITTED: return 0;
@@ -86,9 +86,13 @@ size_t peer_msg_encode(const struct peer_msg *m, uint8_t buf[PEER_MAX_MSG])
 		}
 		break;
 	case PEER_MSG_ROUND_END:
+		put_le32(p, m->u.round.round);
+		put_le32(p + 4, m->u.round.channel);
+		break;
 	case PEER_MSG_ROUND_LANDED:
 		put_le32(p, m->u.round.round);
-		put_le32(p + 4, m->type == PEER_MSG_ROUND_END ? m->u.round.channel : 0);
+		put_le32(p + 4, m->u.round.sweep_ms);
+		put_le64(p + 8, m->u.round.unchecked);
 		break;
 	case PEER_MSG_HANDOFF:
 		put_le32(p, m->u.port);
@@ -115,7 +119,8 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 			return -EPROTONOSUPPORT;
 		if (m->u.layout.nblocks < 1 || m->u.layout.nblocks > OWNER_MAX_BLOCKS ||
 		    (m->u.layout.flags &
-		     ~(PEER_FLAG_VERIFY | PEER_FLAG_HANDOFF | PEER_FLAG_VERIFY_PAGES)) ||
+		     ~(PEER_FLAG_VERIFY | PEER_FLAG_HANDOFF | PEER_FLAG_VERIFY_PAGES |
+		       PEER_FLAG_ROUND_LANDED)) ||
 		    get_le32(p + 12))
 			return -EBADMSG;
 		/* One way of verifying, or none. */
@@ -177,12 +182,14 @@ static int decode_payload(const uint8_t *p, struct peer_msg *m)
 		}
 		return 0;
 	case PEER_MSG_ROUND_END:
-	case PEER_MSG_ROUND_LANDED:
 		m->u.round.round = get_le32(p);
 		m->u.round.channel = get_le32(p + 4);
-		if (m->type == PEER_MSG_ROUND_LANDED)
-			return m->u.round.channel ? -EBADMSG : 0;
 		return m->u.round.channel < XPORT_MAX_CHANNELS ? 0 : -EBADMSG;
+	case PEER_MSG_ROUND_LANDED:
+		m->u.round.round = get_le32(p);
+		m->u.round.sweep_ms = get_le32(p + 4);
+		m->u.round.unchecked = get_le64(p + 8);
+		return 0;
 	case PEER_MSG_HANDOFF:
 		/* Port 0 is no port: QEMU listens on a real one. */
 		if (get_le32(p) < 1 || get_le32(p) > UINT16_MAX || get_le32(p + 4))

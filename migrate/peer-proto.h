@@ -30,12 +30,17 @@
 /* --verify (pages): a digest per granule, taken as granules are sent and
  * arrive (PAGES); the stop hashes only what the last round moved. */
 #define PEER_FLAG_VERIFY_PAGES (1u << 2)
+/* Each pre-copy round ends with ROUND_END and waits for ROUND_LANDED. */
+#define PEER_FLAG_ROUND_LANDED (1u << 3)
 /*
  * What --verify hashes as one: a page, but never more than the source's
  * 1 MiB stripe, so that a granule's bytes always ride one channel and the
  * PAGES message naming it can ride behind them.
  */
 #define PEER_GRANULE_MAX (1u << 20)
+/* A PAGES run covers at most this much (a stripe): the destination hashes
+ * a run at one go, so a message asks for a bounded amount of work. */
+#define PEER_MAX_RUN_BYTES (1u << 20)
 
 enum peer_msg_type {
 	PEER_MSG_LAYOUT = 1, /* src: version, nblocks, flags */
@@ -53,8 +58,9 @@ enum peer_msg_type {
 	PEER_MSG_RESULT,     /* dst: its QEMU loaded the device state (0) or failed */
 	/* With PEER_FLAG_VERIFY_PAGES, on the channel that carried the bytes: */
 	PEER_MSG_PAGES,      /* src: these granules were written, and hashed as sent */
+	/* With PEER_FLAG_ROUND_LANDED: */
 	PEER_MSG_ROUND_END,  /* src, on every channel: a pre-copy round's writes are before */
-	PEER_MSG_ROUND_LANDED, /* dst: all of that round landed and is hashed */
+	PEER_MSG_ROUND_LANDED, /* dst: all of that round landed (and is hashed) */
 };
 
 /* Granules [first, first + count) of RAM block `block`. */
@@ -95,6 +101,11 @@ struct peer_msg {
 		} pages;
 		struct {
 			uint32_t round, channel; /* channel: ROUND_END only */
+			/* ROUND_LANDED: how long the destination swept before
+			 * it answered (not the round's time), and how many
+			 * bytes of RAM it has still to check. */
+			uint32_t sweep_ms;
+			uint64_t unchecked;
 		} round;
 		uint16_t port;  /* HANDOFF */
 		int32_t error; /* FAIL, RESULT: positive errno */

@@ -33,6 +33,8 @@
 #define MAX_RUN_PAGES (STRIPE / OWNER_MIN_PAGE)
 /* A granule --verify hashes never spans two stripes (two channels). */
 static_assert(STRIPE % PEER_GRANULE_MAX == 0, "granules within stripes");
+/* A stripe piece is one PAGES run. */
+static_assert(STRIPE <= PEER_MAX_RUN_BYTES, "a piece fits a run");
 
 struct src_block {
 	struct owner_ram_block *ram;
@@ -62,6 +64,7 @@ struct source {
 	uint64_t round_t0, round_bytes0; /* the round being sent */
 	uint64_t t_stop;                 /* the guest stopped here */
 	bool stopping;                   /* the round being sent is the last */
+	uint64_t dest_unchecked;         /* bytes the destination still checks */
 	/* --verify (pages): a digest per granule as sent, and per channel
 	 * the PAGES message that names what went out on it, sent behind. */
 	struct page_hashes hashes[OWNER_MAX_BLOCKS];
@@ -283,8 +286,9 @@ static int announce(struct source *s, unsigned ch, unsigned bi, uint64_t first, 
 	struct peer_msg *m = &s->announce[ch];
 	struct peer_run *last = m->u.pages.nruns ? &m->u.pages.run[m->u.pages.nruns - 1] : NULL;
 
+	/* At most a stripe a run, as the destination hashes a run at once. */
 	if (last && last->block == bi && last->first + last->count == first &&
-	    last->count <= UINT32_MAX - count) {
+	    (uint64_t)(last->count + count) * s->hashes[bi].granule <= PEER_MAX_RUN_BYTES) {
 		last->count += count;
 		return 0;
 	}
@@ -327,14 +331,18 @@ static int send_range(struct source *s, unsigned bi, uint64_t off, uint64_t len)
 		uint32_t g = s->hashes[bi].granule;
 		int r;
 
-		/* Hashed before it leaves: a page the guest writes after this
-		 * is in the dirty log, and goes again (hashed again). */
-		if (s->announce)
-			page_hashes_update(&s->hashes[bi], b->ram->addr, off / g, piece / g);
 		rate_limit(s, piece);
 		r = post(s, &wr);
-		if (r == 0 && s->announce)
+		/*
+		 * Hashed while the write goes out (the device or the kernel
+		 * reads the pages meanwhile).  Any time after this round's
+		 * dirty sync is right: a page the guest writes after it is in
+		 * the dirty log, and goes (and is hashed) again.
+		 */
+		if (r == 0 && s->announce) {
+			page_hashes_update(&s->hashes[bi], b->ram->addr, off / g, piece / g);
 			r = announce(s, wr.channel, bi, off / g, (uint32_t)(piece / g));
+		}
 		if (r < 0)
 			return r;
 		if (++s->unflushed >= POST_BATCH) {
@@ -574,14 +582,14 @@ static bool corrupt_due(const struct source *s)
 }
 
 /*
- * --verify (pages), after a pre-copy round: on tcp a completed write has
- * only left this host, and the destination, which hashes what lands, can
- * lag behind by its socket buffers.  ROUND_END on every channel, and
- * ROUND_LANDED back: the round ends once it has landed and is hashed
- * there.  So the bandwidth a round measures is what reaches the
- * destination, and the stop does not inherit a backlog.
+ * After a pre-copy round: on tcp a completed write has only left this
+ * host, and the destination (which also hashes what lands, with --verify)
+ * can lag behind by its socket buffers.  ROUND_END on every channel, and
+ * ROUND_LANDED back: the round ends once it has landed there.  So the
+ * bandwidth a round measures, which the downtime estimate uses, is what
+ * reaches the destination, and the stop does not inherit a backlog.
  */
-static int await_landed(struct source *s)
+static int await_landed(struct source *s, uint64_t *ret_sweep_ns)
 {
 	struct peer_msg m = { .type = PEER_MSG_ROUND_END };
 	uint32_t round = (uint32_t)MIN(s->st->rounds, UINT32_MAX);
@@ -596,6 +604,10 @@ static int await_landed(struct source *s)
 		r = peer_recv(s, &m);
 	if (r == 0 && (m.type != PEER_MSG_ROUND_LANDED || m.u.round.round != round))
 		r = fail(s, MIG_FAIL_PROTOCOL, -EPROTO);
+	if (r == 0) {
+		*ret_sweep_ns = (uint64_t)m.u.round.sweep_ms * 1000000ull;
+		s->dest_unchecked = m.u.round.unchecked;
+	}
 	return r;
 }
 
@@ -603,6 +615,7 @@ static int await_landed(struct source *s)
 static int run_round(struct source *s, bool first)
 {
 	uint64_t t0 = monotonic_ns(), bytes0 = s->st->ram_transferred, pages0 = s->st->normal;
+	uint64_t sweep_ns = 0, ns;
 	double secs;
 	int r;
 
@@ -615,11 +628,13 @@ static int run_round(struct source *s, bool first)
 		r = announce_flush_all(s);
 	if (r == 0)
 		r = drain(s);
-	if (r == 0 && s->announce && !s->stopping)
-		r = await_landed(s);
+	if (r == 0 && !s->stopping)
+		r = await_landed(s, &sweep_ns);
 	if (r < 0)
 		return r;
-	secs = (double)(monotonic_ns() - t0) / 1e9;
+	/* The destination's sweep is its own work, not the link's. */
+	ns = monotonic_ns() - t0;
+	secs = (double)(ns > sweep_ns ? ns - sweep_ns : ns) / 1e9;
 	s->st->rounds++;
 	if (secs > 0 && s->st->ram_transferred > bytes0) {
 		s->last_bandwidth = (double)(s->st->ram_transferred - bytes0) / secs;
@@ -654,6 +669,13 @@ static int precopy(struct source *s)
 		s->st->expected_downtime_ms = expect_ns == UINT64_MAX ? UINT64_MAX
 								      : expect_ns / 1000000;
 		emit(s, MIG_EV_ROUND);
+		/* --verify: while the destination still has RAM to check, a
+		 * stop would wait for it; pre-copy goes on (to the cap). */
+		if (a == CONVERGE_STOP_COPY && s->dest_unchecked &&
+		    cs.round < s->cfg->converge.max_rounds) {
+			r = run_round(s, false);
+			continue;
+		}
 		if (a == CONVERGE_STOP_COPY || a == CONVERGE_FORCED) {
 			s->st->forced = a == CONVERGE_FORCED;
 			s->st->stop_reason = s->st->forced ? "round-cap" : "converged";
@@ -707,7 +729,10 @@ static int stop_and_copy(struct source *s)
 	if (s->cfg->verify)
 		for (unsigned bi = 0; bi < s->nblocks; bi++)
 			hashes[bi] = block_digest(s, bi);
-	r = peer_recv(s, &m);
+	/* A destination still checking pages says it is there meanwhile. */
+	do
+		r = peer_recv(s, &m);
+	while (r == 0 && m.type == PEER_MSG_PROGRESS);
 	if (r < 0)
 		return r;
 	if (s->cfg->verify) {
@@ -835,6 +860,7 @@ static int send_layout(struct source *s)
 							 : PEER_PROTO_VERSION,
 			      .nblocks = s->nblocks,
 			      .flags = (s->cfg->verify == MIG_VERIFY_FULL ? PEER_FLAG_VERIFY : 0) |
+				       PEER_FLAG_ROUND_LANDED |
 				       (s->cfg->verify == MIG_VERIFY_PAGES ? PEER_FLAG_VERIFY_PAGES
 									   : 0) |
 				       (s->cfg->handoff ? PEER_FLAG_HANDOFF : 0) },

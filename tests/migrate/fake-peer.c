@@ -126,10 +126,14 @@ static int fake_source(const char *kase, struct xport_conn *c)
 			send_msg(c, 0, &m);
 		}
 		send_msg(c, 0, &m);
-	} else if (!strcmp(kase, "pages-outside") || !strcmp(kase, "pages-unasked")) {
+	} else if (!strcmp(kase, "pages-outside") || !strcmp(kase, "pages-unasked") ||
+		   !strcmp(kase, "pages-long")) {
 		/* PAGES naming the last granule of block 1 and one past it (a
-		 * read beyond the guest's RAM), or any PAGES without --verify. */
-		bool asked = !strcmp(kase, "pages-outside");
+		 * read beyond the guest's RAM), a run longer than a stripe (a
+		 * message asking for unbounded work), or any PAGES without
+		 * --verify. */
+		bool asked = strcmp(kase, "pages-unasked") != 0;
+		bool outside = !strcmp(kase, "pages-outside");
 
 		send_layout(c, 2, BLOCK_SIZE, asked ? PEER_FLAG_VERIFY_PAGES : 0);
 		for (int i = 0; i < 2; i++)
@@ -137,12 +141,13 @@ static int fake_source(const char *kase, struct xport_conn *c)
 				die("expected REGION", -EPROTO);
 		m = (struct peer_msg){ .type = PEER_MSG_PAGES, .u.pages.nruns = 1 };
 		m.u.pages.run[0] = (struct peer_run){
-			.block = 1, .first = asked ? BLOCK_SIZE / 4096 - 1 : 0, .count = asked ? 2 : 1,
+			.block = 1, .first = outside ? BLOCK_SIZE / 4096 - 1 : 0,
+			.count = outside ? 2 : asked ? (1u << 20) / 4096 + 1 : 1,
 		};
 		send_msg(c, 0, &m);
 	} else if (!strcmp(kase, "round-end-twice")) {
 		/* One channel ends round 0 twice: the round cannot have landed. */
-		send_layout(c, 2, BLOCK_SIZE, PEER_FLAG_VERIFY_PAGES);
+		send_layout(c, 2, BLOCK_SIZE, PEER_FLAG_ROUND_LANDED);
 		for (int i = 0; i < 2; i++)
 			if (recv_msg(c, &m) < 0 || m.type != PEER_MSG_REGION)
 				die("expected REGION", -EPROTO);

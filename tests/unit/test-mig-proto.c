@@ -1108,7 +1108,8 @@ static long spec_peer_plen(unsigned type, uint32_t nblocks)
 	case 11: return 8;  /* HANDOFF */
 	case 12: return 4;  /* RESULT */
 	case 13: return 8 + 16 * (long)nblocks; /* PAGES: nblocks is its run count */
-	case 14: case 15: return 8; /* ROUND_END, ROUND_LANDED */
+	case 14: return 8;  /* ROUND_END */
+	case 15: return 16; /* ROUND_LANDED */
 	default: return -1;
 	}
 }
@@ -1166,9 +1167,13 @@ static struct peer_msg p_valid(unsigned type, unsigned variant)
 		m.u.port = variant == 0 ? 1 : variant == 1 ? 65535 : 4445;
 		break;
 	case PEER_MSG_ROUND_END:
+		m.u.round.round = variant == 1 ? UINT32_MAX : variant;
+		m.u.round.channel = variant == 1 ? 15 : 0;
+		break;
 	case PEER_MSG_ROUND_LANDED:
 		m.u.round.round = variant == 1 ? UINT32_MAX : variant;
-		m.u.round.channel = type == PEER_MSG_ROUND_END && variant == 1 ? 15 : 0;
+		m.u.round.sweep_ms = variant == 1 ? UINT32_MAX : 17 * variant;
+		m.u.round.unchecked = variant == 1 ? UINT64_MAX : 4096 * variant;
 		break;
 	case PEER_MSG_PAGES:
 		m.u.pages.round = variant == 1 ? UINT32_MAX : variant;
@@ -1229,6 +1234,8 @@ static void assert_peer_eq(const struct peer_msg *a, const struct peer_msg *b)
 	case PEER_MSG_ROUND_LANDED:
 		assert_int_equal(a->u.round.round, b->u.round.round);
 		assert_int_equal(a->u.round.channel, b->u.round.channel);
+		assert_int_equal(a->u.round.sweep_ms, b->u.round.sweep_ms);
+		assert_int_equal(a->u.round.unchecked, b->u.round.unchecked);
 		break;
 	case PEER_MSG_PAGES:
 		assert_int_equal(a->u.pages.round, b->u.pages.round);
@@ -1612,7 +1619,9 @@ static void test_peer_fields(void **state)
 	ut_assert_rc(layout_rc(1, 1, 4, 0), 0, "layout verify pages");
 	ut_assert_rc(layout_rc(2, 1, 6, 0), 0, "layout v2 hand-off, verify pages");
 	ut_assert_rc(layout_rc(1, 1, 5, 0), -EBADMSG, "layout both ways of verifying");
-	ut_assert_rc(layout_rc(1, 1, 8, 0), -EBADMSG, "layout flags 8");
+	ut_assert_rc(layout_rc(1, 1, 8, 0), 0, "layout round landed");
+	ut_assert_rc(layout_rc(2, 1, 14, 0), 0, "layout v2, verify pages, round landed");
+	ut_assert_rc(layout_rc(1, 1, 16, 0), -EBADMSG, "layout flags 16");
 	ut_assert_rc(layout_rc(1, 1, 7, 0), -EBADMSG, "layout flags 7");
 	ut_assert_rc(layout_rc(1, 1, 0x80000000u, 0), -EBADMSG, "layout flags 2^31");
 	ut_assert_rc(layout_rc(1, 1, 0, 1), -EBADMSG, "layout reserved");
@@ -1621,8 +1630,8 @@ static void test_peer_fields(void **state)
 	ut_assert_rc(u32_peer_rc(14, 9, 15, 8), 0, "round end, channel 15");
 	ut_assert_rc(u32_peer_rc(14, 9, 16, 8), -EBADMSG, "round end, channel 16");
 	ut_assert_rc(u32_peer_rc(14, 9, 0, 4), -EBADMSG, "round end, 4 bytes");
-	ut_assert_rc(u32_peer_rc(15, UINT32_MAX, 0, 8), 0, "round landed");
-	ut_assert_rc(u32_peer_rc(15, 9, 1, 8), -EBADMSG, "round landed, reserved 1");
+	ut_assert_rc(u32_peer_rc(15, UINT32_MAX, UINT32_MAX, 16), 0, "round landed");
+	ut_assert_rc(u32_peer_rc(15, 9, 1, 8), -EBADMSG, "round landed, 8 bytes");
 
 	/* BLOCK */
 	ut_assert_rc(pblock_rc(0, 4096, 4096, "pc.ram"), 0, "block");
@@ -1787,8 +1796,8 @@ static int ref_peer(const uint8_t *b, size_t len)
 		if (ut_ld(p, 4) != 1 && ut_ld(p, 4) != 2)
 			return -EPROTONOSUPPORT;
 		/* Flags: 1 verify (full), 2 hand-off (exactly version 2), 4
-		 * verify (pages), never 1 and 4. */
-		return ut_ld(p + 4, 4) >= 1 && ut_ld(p + 4, 4) <= 64 && !(ut_ld(p + 8, 4) & ~7ull) &&
+		 * verify (pages), never 1 and 4; 8 round landed. */
+		return ut_ld(p + 4, 4) >= 1 && ut_ld(p + 4, 4) <= 64 && !(ut_ld(p + 8, 4) & ~15ull) &&
 			       (ut_ld(p + 8, 4) & 5) != 5 && !ut_ld(p + 12, 4) &&
 			       !!(ut_ld(p + 8, 4) & 2) == (ut_ld(p, 4) == 2)
 			       ? 0 : -EBADMSG;
@@ -1811,8 +1820,6 @@ static int ref_peer(const uint8_t *b, size_t len)
 		return ut_ld(p, 4) >= 1 && ut_ld(p, 4) <= 65535 && !ut_ld(p + 4, 4) ? 0 : -EBADMSG;
 	case 14:
 		return ut_ld(p + 4, 4) < 16 ? 0 : -EBADMSG;
-	case 15:
-		return ut_ld(p + 4, 4) ? -EBADMSG : 0;
 	case 13:
 		for (uint64_t i = 0; i < n; i++) {
 			const uint8_t *run = p + 8 + 16 * i;
@@ -1899,7 +1906,7 @@ static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 	switch (type) {
 	case PEER_MSG_LAYOUT:
 		m.u.layout.nblocks = 1 + (uint32_t)ut_rnd_below(64);
-		m.u.layout.flags = (uint32_t)ut_rnd_below(4);
+		m.u.layout.flags = (uint32_t)ut_rnd_below(4) | (ut_rnd() & 1 ? PEER_FLAG_ROUND_LANDED : 0);
 		if (m.u.layout.flags & PEER_FLAG_VERIFY && ut_rnd() & 1)
 			m.u.layout.flags ^= PEER_FLAG_VERIFY | PEER_FLAG_VERIFY_PAGES;
 		m.u.layout.version = m.u.layout.flags & PEER_FLAG_HANDOFF ? 2 : 1;
@@ -1938,6 +1945,8 @@ static size_t rnd_peer_valid(uint8_t buf[PEER_MAX_MSG])
 		break;
 	case PEER_MSG_ROUND_LANDED:
 		m.u.round.round = (uint32_t)ut_rnd();
+		m.u.round.sweep_ms = (uint32_t)ut_rnd();
+		m.u.round.unchecked = ut_rnd();
 		break;
 	case PEER_MSG_PAGES:
 		/* At most 36 runs: the fuzz's messages stay within its 600 bytes. */
