@@ -47,6 +47,11 @@ struct dest {
 	uint32_t round_end;
 	uint8_t *sweep_buf;      /* SWEEP_BYTES */
 	bool swept[OWNER_MAX_BLOCKS]; /* every granule hashed at least once */
+	/* Until round 0 has landed, the idle sweep marks holes only (going
+	 * forward from here): reading pages then would mostly read pages
+	 * whose PAGES is on its way, and hash them twice. */
+	bool round0_landed;
+	size_t hole_cursor[OWNER_MAX_BLOCKS];
 };
 
 /* What the sweep reads per look: short enough to keep polling. */
@@ -342,6 +347,34 @@ static int pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
  * pages read as zeros there without being allocated (the mapping would
  * allocate and clear each), one read for many of them.
  */
+/* Round 0's idle work on block bi: the next hole of its file below `below`. */
+static bool sweep_holes(struct dest *d, unsigned bi, size_t below)
+{
+	const struct owner_ram_block *ram = &d->owner->blocks[bi];
+	struct page_hashes *ph = &d->hashes[bi];
+	off_t base = (off_t)ram->info.offset, hole, data;
+	size_t first, end;
+
+	if (ram->fd < 0 || d->hole_cursor[bi] >= below)
+		return false;
+	hole = lseek(ram->fd, base + (off_t)(d->hole_cursor[bi] * ph->granule), SEEK_HOLE);
+	if (hole < base)
+		return false;
+	/* Whole granules only: round the hole's start up. */
+	first = (size_t)(((uint64_t)(hole - base) + ph->granule - 1) / ph->granule);
+	if (first >= below) {
+		d->hole_cursor[bi] = below;
+		return false;
+	}
+	data = lseek(ram->fd, hole, SEEK_DATA);
+	end = data < 0 ? below : MIN(below, (size_t)((uint64_t)(data - base) / ph->granule));
+	end = MIN(end, first + SWEEP_HOLE_GRANULES);
+	if (end > first)
+		page_hashes_set_zero(ph, first, end - first);
+	d->hole_cursor[bi] = MAX(end, first + 1);
+	return true;
+}
+
 static bool sweep_some(struct dest *d, bool all)
 {
 	for (unsigned bi = 0; d->verify_pages && bi < d->owner->nblocks; bi++) {
@@ -353,6 +386,11 @@ static bool sweep_some(struct dest *d, bool all)
 
 		if (d->swept[bi])
 			continue;
+		if (!all && !d->round0_landed) {
+			if (sweep_holes(d, bi, below))
+				return true;
+			continue;
+		}
 		first = page_hashes_next_unhashed(ph, below, window, &len);
 		if (first >= ph->n) {
 			/* Nothing is ever unhashed again: done with this block. */
@@ -422,6 +460,7 @@ static int take_round_end(struct dest *d, const struct peer_msg *m)
 	 */
 	for (unsigned bi = 0; bi < d->owner->nblocks; bi++)
 		d->reached[bi] = d->hashes[bi].n;
+	d->round0_landed = true;
 	t0 = monotonic_ns();
 	deadline = t0 + MIN((uint64_t)d->cfg->peer_timeout_ms / 4, SWEEP_BEFORE_LANDED_MS) *
 			       1000000ull;
