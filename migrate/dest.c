@@ -93,6 +93,11 @@ static int try_recv_msg(struct dest *d, struct peer_msg *m)
 			d->source_gave_up = true;
 			return fail(d, MIG_FAIL_PEER, m->u.error ? -m->u.error : -EIO);
 		}
+		/* DONE and ROUND_END speak for the channel they come on: that
+		 * is what orders them behind its writes. */
+		if ((m->type == PEER_MSG_DONE && m->u.done.channel != c.channel) ||
+		    (m->type == PEER_MSG_ROUND_END && m->u.round.channel != c.channel))
+			return fail(d, MIG_FAIL_PROTOCOL, -EPROTO);
 		return 1;
 	}
 	if (r == 1)

@@ -112,7 +112,7 @@ static int fake_source(const char *kase, struct xport_conn *c)
 	} else if (!strcmp(kase, "layout-mismatch")) {
 		send_layout(c, 2, BLOCK_SIZE * 2, 0); /* blocks twice the owner's */
 	} else if (!strcmp(kase, "done-bad-channel") || !strcmp(kase, "done-twice") ||
-		   !strcmp(kase, "commit-early")) {
+		   !strcmp(kase, "commit-early") || !strcmp(kase, "done-other-channel")) {
 		send_layout(c, 2, BLOCK_SIZE, 0);
 		for (int i = 0; i < 2; i++)
 			if (recv_msg(c, &m) < 0 || m.type != PEER_MSG_REGION)
@@ -122,6 +122,10 @@ static int fake_source(const char *kase, struct xport_conn *c)
 			m.type = PEER_MSG_COMMIT;
 		} else if (!strcmp(kase, "done-bad-channel")) {
 			m.u.done.channel = 9;
+		} else if (!strcmp(kase, "done-other-channel")) {
+			/* Channel 1's DONE, sent on channel 0: it would vouch for
+			 * writes it is not behind. */
+			m.u.done.channel = 1;
 		} else {
 			send_msg(c, 0, &m);
 		}
