@@ -113,6 +113,8 @@ static int try_recv_msg(struct dest *d, struct peer_msg *m)
  * second while it works, so silence longer than peer_timeout_ms means it
  * is gone even if no transport error says so.
  */
+static bool sweep_some(struct dest *d, bool all);
+
 static int recv_msg(struct dest *d, struct peer_msg *m)
 {
 	uint64_t deadline = monotonic_ns() + (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
@@ -124,7 +126,9 @@ static int recv_msg(struct dest *d, struct peer_msg *m)
 			return r < 0 ? r : 0;
 		if (monotonic_ns() > deadline)
 			return fail(d, MIG_FAIL_PEER, -ETIMEDOUT);
-		xport_wait(d->conn, 100);
+		/* Idle moments go to --verify's sweep (nothing without it). */
+		if (!sweep_some(d, false))
+			xport_wait(d->conn, 100);
 	}
 }
 
@@ -342,22 +346,31 @@ static int pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
 }
 
 /*
- * Idle work: digests of granules no PAGES has named, behind round 0 (its
- * zero pages; one on a channel that lags is hashed again by its PAGES).
- * With all, every block.  True if there was some.
- *
- * A stretch the RAM file has as a hole (nothing wrote it, which is most
- * of an idle guest) is zeros: its digests are known from the file's map.
- * The rest is read through the file a window at a time: scattered zero
- * pages read as zeros there without being allocated (the mapping would
- * allocate and clear each), one read for many of them.
+ * The first granule at or after granule g of block bi whose bytes the RAM
+ * file may hold, by the file's map of its holes: `below` if none before
+ * it, g when the file cannot tell (or there is no file).  A hole reads as
+ * zeros.
  */
+static size_t data_granule(const struct owner_ram_block *ram, const struct page_hashes *ph,
+			   size_t g, size_t below)
+{
+	off_t base = (off_t)ram->info.offset, data;
+
+	if (ram->fd < 0)
+		return g;
+	data = lseek(ram->fd, base + (off_t)((uint64_t)g * ph->granule), SEEK_DATA);
+	if (data < 0)
+		return errno == ENXIO ? below : g; /* ENXIO: only holes after it */
+	/* Round down: a granule partly data is data. */
+	return MAX(g, MIN(below, (size_t)((uint64_t)(data - base) / ph->granule)));
+}
+
 /* Round 0's idle work on block bi: the next hole of its file below `below`. */
 static bool sweep_holes(struct dest *d, unsigned bi, size_t below)
 {
 	const struct owner_ram_block *ram = &d->owner->blocks[bi];
 	struct page_hashes *ph = &d->hashes[bi];
-	off_t base = (off_t)ram->info.offset, hole, data;
+	off_t base = (off_t)ram->info.offset, hole;
 	size_t first, end;
 
 	if (ram->fd < 0 || d->hole_cursor[bi] >= below)
@@ -371,23 +384,31 @@ static bool sweep_holes(struct dest *d, unsigned bi, size_t below)
 		d->hole_cursor[bi] = below;
 		return false;
 	}
-	data = lseek(ram->fd, hole, SEEK_DATA);
-	end = data < 0 ? below : MIN(below, (size_t)((uint64_t)(data - base) / ph->granule));
-	end = MIN(end, first + SWEEP_HOLE_GRANULES);
+	end = MIN(data_granule(ram, ph, first, below), first + SWEEP_HOLE_GRANULES);
 	if (end > first)
 		page_hashes_set_zero(ph, first, end - first);
 	d->hole_cursor[bi] = MAX(end, first + 1);
 	return true;
 }
 
+/*
+ * Idle work: digests of granules no PAGES has named, behind round 0 (its
+ * zero pages; one on a channel that lags is hashed again by its PAGES).
+ * With all, every block.  True if there was some.
+ *
+ * A stretch the RAM file has as a hole (nothing wrote it, which is most
+ * of an idle guest) is zeros: its digests are known from the file's map.
+ * The rest is read through the file a window at a time: scattered zero
+ * pages read as zeros there without being allocated (the mapping would
+ * allocate and clear each), one read for many of them.
+ */
 static bool sweep_some(struct dest *d, bool all)
 {
 	for (unsigned bi = 0; d->verify_pages && bi < d->owner->nblocks; bi++) {
 		const struct owner_ram_block *ram = &d->owner->blocks[bi];
 		struct page_hashes *ph = &d->hashes[bi];
 		size_t below = all ? ph->n : d->reached[bi], window = SWEEP_BYTES / ph->granule;
-		size_t len, first, end, holes = 0;
-		off_t from, data;
+		size_t len, first, end, holes;
 
 		if (d->swept[bi])
 			continue;
@@ -408,12 +429,7 @@ static bool sweep_some(struct dest *d, bool all)
 			return true;
 		}
 		/* A hole, however long, is zeros: one look at the file's map. */
-		from = (off_t)(ram->info.offset + (uint64_t)first * ph->granule);
-		data = lseek(ram->fd, from, SEEK_DATA);
-		if (data < 0 && errno == ENXIO)
-			holes = below - first;
-		else if (data > from)
-			holes = MIN(below - first, (size_t)((uint64_t)(data - from) / ph->granule));
+		holes = data_granule(ram, ph, first, below) - first;
 		if (holes) {
 			holes = MIN(holes, SWEEP_HOLE_GRANULES);
 			page_hashes_set_zero(ph, first, holes);
@@ -479,28 +495,17 @@ static int take_round_end(struct dest *d, const struct peer_msg *m)
 	return send_msg(d, &landed, 0);
 }
 
-/* Until every channel has said DONE; idle moments go to the sweep. */
+/* Until every channel has said DONE. */
 static int receive_pages(struct dest *d)
 {
 	uint32_t done_mask = 0, all = (1u << d->st->channels) - 1;
-	uint64_t timeout_ns = (uint64_t)d->cfg->peer_timeout_ms * 1000000ull;
-	uint64_t deadline = monotonic_ns() + timeout_ns;
 
 	while (done_mask != all) {
 		struct peer_msg m;
-		int r = try_recv_msg(d, &m);
+		int r = recv_msg(d, &m);
 
 		if (r < 0)
 			return r;
-		if (r == 0) {
-			/* recv_msg()'s silence rule, with the sweep between looks. */
-			if (monotonic_ns() > deadline)
-				return fail(d, MIG_FAIL_PEER, -ETIMEDOUT);
-			if (!sweep_some(d, false))
-				xport_wait(d->conn, 100);
-			continue;
-		}
-		deadline = monotonic_ns() + timeout_ns;
 		switch (m.type) {
 		case PEER_MSG_PAGES:
 			r = take_pages(d, &m);
